@@ -1,0 +1,48 @@
+"""Isotropy scores: I(W) of Mu & Viswanath (2018) and IsoScore of Rudman et al. (2022)."""
+
+import torch
+
+from .vectors import Vectors
+
+
+def isotropy_iw(X, device: str | torch.device = "auto") -> float:
+    """I(W) = min_u Z(u) / max_u Z(u), Z(u) = sum_i exp(u^T w_i), over the eigenvectors u of W^T W.
+
+    W is the raw (uncentred) n x D matrix, as in Mu & Viswanath (2018, "All-but-the-top", ICLR) and the
+    implementation of Rajaee & Pilehvar (2021). Eigenvectors have no sign, so u runs over both u and -u: the
+    result does not depend on the eigensolver's sign choice. log Z is computed with logsumexp (hidden states
+    have norms in the hundreds and a plain exp overflows) and the ratio as exp(min log Z - max log Z).
+
+    Near 1 for an isotropic cloud of unit scale around the origin when n >> D, and near 0 for a common offset.
+    Unlike the other metrics it depends on the scale of the vectors (multiplying W by c multiplies the exponents
+    by c) and on n / D: a standard Gaussian sample with n = 4096, D = 768 gives about 0.40, because the sample
+    variances along the eigenvectors spread over the Marchenko-Pastur range.
+    """
+    vectors = Vectors.of(X, device)
+    _, eigenvectors = vectors.eigh_uncentred
+    projections = vectors.centred32 @ eigenvectors.float()  # u^T (w_i - mean) for every u
+    offsets = vectors.mean @ eigenvectors  # u^T mean, added in float64
+    log_z = torch.cat([
+        torch.logsumexp(projections, dim=0).double() + offsets,
+        torch.logsumexp(-projections, dim=0).double() - offsets,
+    ])
+    return float(torch.exp(log_z.min() - log_z.max()))
+
+
+def isoscore(X, device: str | torch.device = "auto") -> float:
+    """IsoScore (Rudman, Gillman, Rayne & Eickhoff 2022, Findings of ACL; arXiv 2108.07344), in [0, 1].
+
+    Algorithm 1 of the paper in D dimensions: rotate to the principal axes; take the variance vector Sigma (the
+    eigenvalues lambda of the covariance); normalise it to norm sqrt(D); isotropy defect
+    delta = |Sigma_hat - 1| / sqrt(2 (D - sqrt(D))); fraction of dimensions used
+    phi = (D - delta^2 (D - sqrt(D)))^2 / D^2; IsoScore = (D phi - 1) / (D - 1). The steps simplify exactly to
+    (PR - 1) / (D - 1), with PR = (sum lambda)^2 / sum lambda^2 the participation ratio, which is how it is
+    computed here (trace and Frobenius norm of the covariance, no eigendecomposition).
+
+    1 when the variance is spread equally over all D axes, 0 when all vectors lie on one line. A finite sample
+    of an isotropic Gaussian gives PR ~ D / (1 + D / n), so n must be large compared with D to approach 1.
+    """
+    vectors = Vectors.of(X, device)
+    gram = vectors.gram_centred
+    participation_ratio = gram.trace() ** 2 / gram.square().sum()
+    return float((participation_ratio - 1) / (vectors.dim - 1))

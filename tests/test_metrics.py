@@ -1,0 +1,253 @@
+"""Metrics: cross-checks against scikit-dimension, closed forms, bad data, the batch protocol and the CLI."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from scipy.spatial.distance import cdist, pdist
+from scipy.stats import ortho_group
+
+from shape_of_learning.metrics import (
+    ALL_METRICS, Vectors, anisotropy, average_cosine, compute_metrics, deduplicate, gride, isoscore, isotropy_iw,
+    knn_distances, mada, mom, twonn,
+)
+from shape_of_learning.metrics import batches, cli, neighbours
+
+skdim = pytest.importorskip("skdim")
+
+
+def embed(points, dim, offset, seed):
+    """Points in a random rotation of a `dim`-dimensional space, shifted by `offset` along a random direction."""
+    rng = np.random.default_rng(seed)
+    padded = np.zeros((len(points), dim))
+    padded[:, : points.shape[1]] = points
+    shift = rng.standard_normal(dim)
+    return padded @ ortho_group.rvs(dim, random_state=seed) + offset * shift / np.linalg.norm(shift)
+
+
+def helix(n, seed):
+    t = np.sort(np.random.default_rng(seed).uniform(0, 4 * np.pi, n))
+    return np.column_stack([np.cos(t), np.sin(t), 0.2 * t])
+
+
+def swiss_roll(n, seed):
+    rng = np.random.default_rng(seed)
+    t = 1.5 * np.pi * (1 + 2 * rng.uniform(size=n))
+    return np.column_stack([t * np.cos(t), 10 * rng.uniform(size=n), t * np.sin(t)])
+
+
+def gaussian(n, d, seed):
+    return np.random.default_rng(seed).standard_normal((n, d))
+
+
+MANIFOLDS = {  # name: (points embedded in D dims, true dimension)
+    "helix in 12-D, offset 1000": (embed(helix(1500, 0), 12, 1000.0, 0), 1),
+    "swiss roll in 30-D": (embed(swiss_roll(1500, 1), 30, 5.0, 1), 2),
+    "5-D linear in 40-D, offset 300": (embed(gaussian(1500, 5, 2), 40, 300.0, 2), 5),
+}
+
+
+@pytest.fixture(scope="module", params=list(MANIFOLDS))
+def manifold(request):
+    X, dim = MANIFOLDS[request.param]
+    return X, dim, knn_distances(X, 100)
+
+
+def test_neighbour_distances_are_exact_even_with_a_large_offset():
+    X = embed(helix(1500, 0), 12, 1000.0, 0)
+    exact = np.sort(cdist(X, X), axis=1)[:, 1:101]
+    assert np.abs(knn_distances(X, 100).numpy() / exact - 1).max() < 1e-5
+
+
+def test_the_float32_guard_is_what_keeps_close_neighbours_exact(monkeypatch):
+    X = embed(helix(1500, 0), 12, 1000.0, 0)
+    exact = np.sort(cdist(X, X), axis=1)[:, 1:3]
+    monkeypatch.setattr(neighbours, "RISK_RATIO", 0.0)
+    assert np.abs(knn_distances(X, 2).numpy() / exact - 1).max() > 1e-3
+
+
+@pytest.mark.parametrize("ours, theirs", [
+    (twonn, lambda X: skdim.id.TwoNN().fit(X).dimension_),
+    (mada, lambda X: skdim.id.MADA().fit(X).dimension_),
+    (mom, lambda X: skdim.id.MOM().fit(X).dimension_),
+    (gride, lambda X: skdim.id.GRIDE().fit(X).dimension_),
+])
+def test_estimators_equal_scikit_dimension(manifold, ours, theirs):
+    X, _, distances = manifold
+    assert ours(distances) == pytest.approx(theirs(X), rel=1e-4)
+
+
+def test_estimators_recover_the_dimension_of_a_manifold(manifold):
+    X, dim, distances = manifold
+    for estimator in (twonn, mada, gride):
+        assert estimator(distances) == pytest.approx(dim, rel=0.15), estimator.__name__
+
+
+def test_gride_at_larger_scales_recovers_the_dimension():
+    distances = knn_distances(gaussian(3000, 4, 3), 16)
+    assert gride(distances, 8, 16) == pytest.approx(4, rel=0.1)
+    # n1 = 1, n2 = 2 without ties or outliers: the unbiased Pareto MLE (N - 1) / sum(log mu)
+    uniform = knn_distances(np.random.default_rng(4).uniform(size=(1000, 3)), 2).numpy()
+    log_mu = np.log(uniform[:, 1] / uniform[:, 0])
+    kept = log_mu[np.exp(log_mu) < np.median(np.exp(log_mu)) + 20 * np.ptp(np.percentile(np.exp(log_mu), [50, 95]))]
+    assert gride(uniform) == pytest.approx((len(kept) - 1) / kept.sum(), rel=1e-9)
+
+
+def test_estimators_name_the_distances_they_need():
+    with pytest.raises(ValueError, match="knn_distances\\(X, k=100\\)"):
+        mom(np.ones((10, 20)))
+
+
+def test_anisotropy_of_an_isotropic_gaussian_is_the_marchenko_pastur_edge():
+    n, dim = 8000, 50
+    X = gaussian(n, dim, 5)
+    assert anisotropy(X) == pytest.approx((1 + np.sqrt(dim / n)) ** 2 / dim, rel=0.05)
+
+
+def test_anisotropy_of_a_rank_one_spike():
+    n, dim, strength = 40000, 20, 3.0
+    rng = np.random.default_rng(6)
+    direction = rng.standard_normal(dim)
+    X = rng.standard_normal((n, dim)) + strength * rng.standard_normal((n, 1)) * direction / np.linalg.norm(direction)
+    assert anisotropy(X) == pytest.approx((strength**2 + 1) / (strength**2 + dim), rel=0.03)
+
+
+def test_a_common_offset_moves_uncentred_anisotropy_and_cosine_but_not_centred_anisotropy():
+    X = gaussian(4000, 30, 7)
+    shifted = X + 50.0
+    assert anisotropy(shifted) == pytest.approx(anisotropy(X), rel=1e-9)
+    assert anisotropy(shifted, centred=False) > 0.99
+    assert average_cosine(shifted) > 0.99 and abs(average_cosine(X)) < 0.01
+
+
+def test_uncentred_anisotropy_equals_the_singular_values_of_the_raw_matrix():
+    X = gaussian(300, 20, 8) * np.linspace(1, 3, 20) + 2.0
+    singular = np.linalg.svd(X, compute_uv=False)
+    assert anisotropy(X, centred=False) == pytest.approx(singular[0] ** 2 / (singular**2).sum(), rel=1e-9)
+
+
+@pytest.mark.parametrize("centred", [False, True])
+def test_average_cosine_equals_the_brute_force_mean(centred):
+    X = gaussian(300, 16, 9) + np.linspace(0, 2, 16)
+    rows = X - X.mean(0) if centred else X
+    cosines = 1 - pdist(rows, "cosine")  # each unordered pair once; the ordered mean is the same
+    assert average_cosine(X, centred=centred) == pytest.approx(cosines.mean(), rel=1e-9)
+
+
+def test_isotropy_iw_is_near_one_for_an_isotropic_gaussian_and_near_zero_for_an_offset():
+    X = gaussian(20000, 8, 10)
+    assert isotropy_iw(X) > 0.9
+    assert isotropy_iw(X + 5.0) < 1e-3
+    assert isotropy_iw(X + 500.0) == 0.0  # underflows to exactly 0, never NaN: logsumexp keeps log Z finite
+
+
+def test_isotropy_iw_matches_the_definition_and_ignores_eigenvector_signs():
+    X = gaussian(2000, 6, 11) * np.linspace(0.2, 1.0, 6) + 0.3
+    _, eigenvectors = np.linalg.eigh(X.T @ X)
+    z = np.exp(X @ np.hstack([eigenvectors, -eigenvectors])).sum(0)
+    assert isotropy_iw(X) == pytest.approx(z.min() / z.max(), rel=1e-6)
+    assert isotropy_iw(-X) == pytest.approx(isotropy_iw(X), rel=1e-6)
+
+
+def isoscore_algorithm_1(X):
+    """IsoScore step by step as in Rudman et al. (2022), Algorithm 1."""
+    dim = X.shape[1]
+    variances = np.linalg.eigvalsh(np.cov(X.T))  # variance vector of the PCA-reoriented points
+    normalised = np.sqrt(dim) * variances / np.linalg.norm(variances)
+    defect = np.linalg.norm(normalised - 1) / np.sqrt(2 * (dim - np.sqrt(dim)))
+    used = (dim - defect**2 * (dim - np.sqrt(dim))) ** 2 / dim**2
+    return (dim * used - 1) / (dim - 1)
+
+
+def test_isoscore_follows_algorithm_1_and_spans_zero_to_one():
+    X = gaussian(1000, 12, 12) * np.linspace(0.1, 2.0, 12)
+    assert isoscore(X) == pytest.approx(isoscore_algorithm_1(X), rel=1e-9)
+    assert isoscore(gaussian(40000, 10, 13)) > 0.99
+    assert isoscore(np.outer(np.arange(100.0), np.arange(1.0, 11.0))) < 1e-9
+
+
+def test_metrics_accept_a_shared_vectors_object_and_torch_tensors():
+    X = gaussian(500, 10, 14)
+    vectors = Vectors(torch.from_numpy(X).float())
+    assert anisotropy(vectors) == pytest.approx(anisotropy(X), rel=1e-5)
+    assert isoscore(vectors) == pytest.approx(isoscore(X), rel=1e-5)
+
+
+def test_duplicates_are_removed_and_counted():
+    X = gaussian(600, 20, 15)
+    with_repeats = np.vstack([X, X[:40], X[:10]])
+    unique, removed = deduplicate(with_repeats)
+    assert removed == 50 and unique.n == 600
+    assert twonn(knn_distances(unique, 2)) == pytest.approx(twonn(knn_distances(X, 2)), rel=1e-9)
+    result = compute_metrics(with_repeats, ["id_twonn", "anisotropy"], batch_size=650)
+    assert result.info["duplicates_removed"] == {"total": 50, "per_batch": [50]}
+
+
+def test_one_neighbour_search_per_batch_feeds_every_id_estimator(monkeypatch):
+    calls = []
+    search = batches.knn_distances
+    monkeypatch.setattr(batches, "knn_distances", lambda X, k: calls.append(k) or search(X, k))
+    compute_metrics(gaussian(900, 10, 16), batch_size=300)
+    assert calls == [100, 100, 100]
+
+
+def test_batches_summary_and_info():
+    result = compute_metrics(gaussian(1000, 10, 17).astype(np.float16), batch_size=300, seed=3)
+    assert len(result.values) == 3 * len(ALL_METRICS)
+    summary = result.summary().set_index("metric")
+    assert list(summary.index) == list(ALL_METRICS) and (summary["batches"] == 3).all()
+    per_batch = result.values[result.values.metric == "id_mom"].value
+    assert summary.loc["id_mom", "std"] == pytest.approx(per_batch.std(ddof=1))
+    assert result.info | {"seconds": 0} == {
+        "vectors": 1000, "dimension": 10, "batch_size": 300, "batches": 3, "metrics": list(ALL_METRICS),
+        "duplicates_removed": {"total": 0, "per_batch": [0, 0, 0]}, "device": "cpu", "seconds": 0}
+    single = compute_metrics(gaussian(400, 10, 17), ["isoscore"], batch_size=300).summary()
+    assert np.isnan(single.loc[0, "std"])
+
+
+def test_a_seed_fixes_the_batches():
+    X = gaussian(1000, 10, 18)
+    first, again = (compute_metrics(X, batch_size=400, seed=1).values for _ in range(2))
+    assert first.equals(again)
+    assert not first.equals(compute_metrics(X, batch_size=400, seed=2).values)
+
+
+def test_non_finite_vectors_are_an_error_naming_the_layer():
+    X = gaussian(500, 10, 19)
+    X[123, 4] = np.inf
+    with pytest.raises(ValueError, match="model m1, checkpoint step8, layer 3: 1 of 500 vectors contain NaN or Inf "
+                                         "\\(first at row 123\\)"):
+        compute_metrics(X, batch_size=200, context="model m1, checkpoint step8, layer 3")
+
+
+def test_too_few_vectors_is_an_error_stating_the_numbers():
+    with pytest.raises(ValueError, match="layer 0: 100 vectors are fewer than one batch of batch_size=4096"):
+        compute_metrics(gaussian(100, 10, 20), context="layer 0")
+    with pytest.raises(ValueError, match="n_batches=3 batches of 200 need 600 vectors, got 500"):
+        compute_metrics(gaussian(500, 10, 20), batch_size=200, n_batches=3)
+    with pytest.raises(ValueError, match="at least 101 vectors per batch"):
+        compute_metrics(gaussian(500, 10, 20), batch_size=50)
+
+
+def test_cli_prints_every_metric_as_json(tmp_path, capsys):
+    path = tmp_path / "vectors.npy"
+    np.save(path, gaussian(700, 12, 21).astype(np.float32))
+    cli.main([str(path), "--batch-size", "300"])
+    output = json.loads(capsys.readouterr().out)
+    assert set(output) == {*ALL_METRICS, "info"}
+    assert output["id_twonn"]["batches"] == 2 and output["info"]["batches"] == 2
+    cli.main([str(path), "--batch-size", "400", "--metrics", "anisotropy"])
+    assert json.loads(capsys.readouterr().out)["anisotropy"]["std"] is None  # one batch
+
+
+def test_cli_reads_a_parquet_shard_and_names_its_layer_in_errors(tmp_path, capsys):
+    shards = pytest.importorskip("shape_of_learning.shards")
+    X = gaussian(500, 8, 22).astype(np.float16)
+    path = tmp_path / "layer_0.parquet"
+    shards.write_shard(path, X, metadata={"model": "tiny", "checkpoint": "step8", "layer": 0})
+    cli.main([str(path), "--batch-size", "250", "--metrics", "anisotropy"])
+    assert json.loads(capsys.readouterr().out)["anisotropy"]["mean"] == pytest.approx(
+        compute_metrics(X, ["anisotropy"], batch_size=250).summary()["mean"][0], rel=1e-6)
+    with pytest.raises(SystemExit, match="model tiny, checkpoint step8, layer 0, .*: 500 vectors are fewer"):
+        cli.main([str(path)])
