@@ -1,0 +1,223 @@
+"""The paper's figures (Razzhigaev et al., EACL 2024, Figures 1-5), drawn from the tidy summary table.
+
+Every function reads the summary (columns `SUMMARY_COLUMNS`: one row per model, checkpoint, layer and metric with the
+mean and std of the metric over batches), writes a PNG and a PDF, and returns the matplotlib Figure. Lines are the
+summary's means and bands mean +- std across batches; no metric is recomputed here. Figures are built with
+`matplotlib.figure.Figure` (no pyplot, so no GUI backend and no global figure registry) and saved with a fixed PDF
+creation date, so the same summary gives byte-identical files.
+"""
+
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+
+import matplotlib.cm
+import matplotlib.colors
+import matplotlib.figure
+import matplotlib.ticker
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+logger = logging.getLogger(__name__)
+
+SUMMARY_COLUMNS = ["model", "kind", "checkpoint", "step", "layer", "num_layers", "metric", "mean", "std", "batches"]
+METRIC_LABELS = {
+    "anisotropy": r"Anisotropy ($\sigma_1^2 / \Sigma_i\, \sigma_i^2$)",
+    "anisotropy_uncentred": r"Anisotropy, uncentred ($\sigma_1^2 / \Sigma_i\, \sigma_i^2$)",
+    "avg_cosine": "Average cosine similarity",
+    "avg_cosine_centred": "Average cosine similarity (centred)",
+    "id_twonn": "Intrinsic dimension (TwoNN)",
+    "id_mada": "Intrinsic dimension (MADA)",
+    "id_mom": "Intrinsic dimension (MoM)",
+    "id_gride": "Intrinsic dimension (GRIDE)",
+    "isotropy_iw": "Isotropy I(W)",
+    "isoscore": "IsoScore",
+}
+BAND_ALPHA = 0.2
+
+
+def format_step(step: float, _position) -> str:
+    """Tick label for a training step: 1,000 rather than 10^3."""
+    return f"{step:,.0f}"
+
+
+def metric_label(metric: str) -> str:
+    return METRIC_LABELS.get(metric, metric)
+
+
+def select(summary: pd.DataFrame, metrics: Iterable[str], models: Iterable[str] | None = None) -> pd.DataFrame:
+    """The summary rows of `metrics` (and of `models`, default all), checked: every requested model has every
+    requested metric and no (model, checkpoint, layer, metric) appears twice. Sorted by model, step, layer."""
+    if missing := [column for column in SUMMARY_COLUMNS if column not in summary.columns]:
+        raise ValueError(f"summary lacks column(s) {missing}; a summary table has {SUMMARY_COLUMNS}")
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    available_metrics = sorted(summary["metric"].unique())
+    if missing := [metric for metric in metrics if metric not in available_metrics]:
+        raise ValueError(f"metric(s) {missing} not in the summary; available metrics: {available_metrics}")
+    available_models = sorted(summary["model"].unique())
+    models = available_models if models is None else [models] if isinstance(models, str) else list(models)
+    if missing := [model for model in models if model not in available_models]:
+        raise ValueError(f"model(s) {missing} not in the summary; available models: {available_models}")
+    rows = summary[summary["metric"].isin(metrics) & summary["model"].isin(models)]
+    present = set(zip(rows["model"], rows["metric"]))
+    if missing := [f"{model}/{metric}" for model in models for metric in metrics if (model, metric) not in present]:
+        has = {model: sorted(summary.loc[summary["model"] == model, "metric"].unique()) for model in models}
+        raise ValueError(f"no summary rows for model/metric {missing}; metrics per model: {has}")
+    key = ["model", "checkpoint", "layer", "metric"]
+    if not (duplicated := rows[rows.duplicated(key, keep=False)]).empty:
+        raise ValueError(f"summary has repeated {key} rows, e.g. {duplicated[key].head(3).to_dict('records')}; "
+                         "summarise each checkpoint once")
+    return rows.sort_values(["model", "step", "checkpoint", "layer"], ignore_index=True)
+
+
+def training_checkpoints(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows of training checkpoints (step >= 0), each step naming one checkpoint per model; step -1 is dropped."""
+    if not (skipped := rows.loc[rows["step"] < 0, ["model", "checkpoint"]].drop_duplicates()).empty:
+        logger.warning("skipping checkpoints without a training step (step -1): %s", skipped.to_dict("records"))
+    rows = rows[rows["step"] >= 0]
+    if missing := sorted(set(skipped["model"]) - set(rows["model"])):
+        raise ValueError(f"model(s) {missing} have no training checkpoints (step >= 0) to plot against step")
+    names_per_step = rows.groupby(["model", "step"])["checkpoint"].nunique()
+    if (ambiguous := names_per_step[names_per_step > 1]).size:
+        raise ValueError(f"several checkpoints share a (model, step): {ambiguous.index.tolist()}")
+    return rows
+
+
+def layer_average(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, metric, step): the mean over layers 0..num_layers of the per-layer mean and of the per-layer std."""
+    per_checkpoint = rows.groupby(["model", "metric", "step"]).agg(
+        layers=("layer", "nunique"), num_layers=("num_layers", "first"))
+    if not (incomplete := per_checkpoint[per_checkpoint["layers"] != per_checkpoint["num_layers"] + 1]).empty:
+        raise ValueError("a layer average needs every layer 0..num_layers; incomplete (model, metric, step): "
+                         f"{incomplete.index.tolist()}")
+    return rows.groupby(["model", "metric", "step"], as_index=False)[["mean", "std"]].mean()
+
+
+def plot_band(ax, x, mean, std, **line_style) -> None:
+    """A line at `mean` with a shaded mean +- std band of the same colour."""
+    x, mean, std = (np.asarray(values, dtype=float) for values in (x, mean, std))
+    (line,) = ax.plot(x, mean, **line_style)
+    ax.fill_between(x, mean - std, mean + std, color=line.get_color(), alpha=BAND_ALPHA, linewidth=0)
+
+
+def new_figure(ncols: int, width_per_panel: float, sharey: bool) -> tuple[matplotlib.figure.Figure, list]:
+    with sns.axes_style("whitegrid"), sns.plotting_context("notebook", font_scale=0.9):
+        figure = matplotlib.figure.Figure(figsize=(width_per_panel * ncols, 4.2), layout="constrained")
+        axes = figure.subplots(1, ncols, sharey=sharey, squeeze=False)[0]
+    return figure, list(axes)
+
+
+def step_axis(ax) -> None:
+    """Training step on x: symlog (linear below 1, so step 0 is shown, logarithmic above), plain-number ticks."""
+    ax.set_xscale("symlog", linthresh=1)
+    ax.xaxis.set_major_formatter(format_step)
+    ax.set_xlabel("Training step (symlog scale)")
+
+
+def save(figure: matplotlib.figure.Figure, out_png: Path, out_pdf: Path) -> matplotlib.figure.Figure:
+    """Write the figure as PNG (150 dpi) and PDF, creating parent dirs; no timestamps, so output is reproducible."""
+    for path in (out_png, out_pdf):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out_png, dpi=150)
+    figure.savefig(out_pdf, metadata={"CreationDate": None})
+    return figure
+
+
+def anisotropy_by_layer(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, metric: str = "anisotropy",
+                        models: Iterable[str] | None = None) -> matplotlib.figure.Figure:
+    """Figure 1: `metric` per layer at each model's final checkpoint, encoders and decoders in two panels.
+
+    The final checkpoint is the one with the largest step (a model with a single checkpoint, e.g. step -1, uses it).
+    x is the layer index (0 = embedding output), or the relative depth layer / num_layers when models of different
+    depth share a panel. One line per model, bands mean +- std across batches; y shared between panels.
+    """
+    rows = select(summary, [metric], models)
+    final_step = rows.groupby("model")["step"].transform("max")
+    rows = rows[rows["step"] == final_step]
+    names_per_model = rows.groupby("model")["checkpoint"].nunique()
+    if (ambiguous := names_per_model[names_per_model > 1]).size:
+        raise ValueError(f"model(s) {ambiguous.index.tolist()} have several checkpoints at their largest step; "
+                         "pass one checkpoint per model")
+    kinds = [kind for kind in ("encoder", "decoder") if kind in set(rows["kind"])]
+    figure, axes = new_figure(len(kinds), 5.0, sharey=True)
+    colours = dict(zip(sorted(rows["model"].unique()), sns.color_palette("colorblind", rows["model"].nunique())))
+    for ax, kind in zip(axes, kinds):
+        panel = rows[rows["kind"] == kind]
+        relative = panel["num_layers"].nunique() > 1
+        for model, line in panel.groupby("model"):
+            x = line["layer"] / line["num_layers"] if relative else line["layer"]
+            label = f"{model} ({line['checkpoint'].iloc[0]})" if line["step"].iloc[0] >= 0 else model
+            plot_band(ax, x, line["mean"], line["std"], color=colours[model], label=label, marker="o", markersize=3)
+        ax.set_title(f"{kind.capitalize()}s")
+        if not relative:
+            ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+        ax.set_xlabel("Relative depth (layer / number of layers)" if relative else "Layer (0 = embeddings)")
+        ax.legend(fontsize="small")
+    axes[0].set_ylabel(metric_label(metric))
+    figure.suptitle(f"{metric_label(metric)} across layers: " + ", ".join(sorted(rows["model"].unique())))
+    return save(figure, out_png, out_pdf)
+
+
+def profile_across_checkpoints(summary: pd.DataFrame, model: str, out_png: Path, out_pdf: Path, *,
+                               metric: str = "anisotropy") -> matplotlib.figure.Figure:
+    """Figures 2 and 3: `metric` per layer, one line per training checkpoint of `model`, coloured by step.
+
+    The colour scale is symmetric-log in the step (linear below 1, so step 0 has a colour), with a colourbar.
+    x is the layer index (0 = embedding output); bands mean +- std across batches. Step -1 checkpoints are skipped.
+    """
+    rows = training_checkpoints(select(summary, [metric], [model]))
+    steps = sorted(rows["step"].unique())
+    norm = matplotlib.colors.SymLogNorm(linthresh=1, vmin=0, vmax=max(steps[-1], 1))
+    cmap = sns.color_palette("viridis", as_cmap=True)
+    figure, (ax,) = new_figure(1, 6.5, sharey=False)
+    for step, line in rows.groupby("step"):
+        plot_band(ax, line["layer"], line["mean"], line["std"], color=cmap(norm(step)),
+                  label=line["checkpoint"].iloc[0])
+    colourbar = figure.colorbar(matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, label="Training step")
+    colourbar.ax.yaxis.set_major_formatter(format_step)
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    ax.set_xlabel("Layer (0 = embeddings)")
+    ax.set_ylabel(metric_label(metric))
+    ax.set_title(f"{model}: {metric_label(metric)} across layers during training")
+    return save(figure, out_png, out_pdf)
+
+
+def id_across_checkpoints(summary: pd.DataFrame, models: Iterable[str], out_png: Path, out_pdf: Path, *,
+                          metric: str = "id_twonn") -> matplotlib.figure.Figure:
+    """Figure 4: intrinsic dimension averaged over layers vs training step, one line per model.
+
+    The line is the mean over layers 0..num_layers (embedding output included) of the per-layer mean; the band is
+    +- the mean over layers of the per-layer std across batches (the typical batch-to-batch spread of one layer, not
+    the spread between layers). x is symlog (linear below 1) so step 0 is shown. Step -1 checkpoints are skipped.
+    """
+    averages = layer_average(training_checkpoints(select(summary, [metric], models)))
+    figure, (ax,) = new_figure(1, 6.5, sharey=False)
+    colours = sns.color_palette("colorblind", averages["model"].nunique())
+    for colour, (model, line) in zip(colours, averages.groupby("model")):
+        plot_band(ax, line["step"], line["mean"], line["std"], color=colour, label=model, marker="o", markersize=3)
+    step_axis(ax)
+    ax.set_ylabel(f"{metric_label(metric)}, mean over layers")
+    ax.set_title(f"{metric_label(metric)} during training: " + ", ".join(averages["model"].unique()))
+    ax.legend(fontsize="small")
+    return save(figure, out_png, out_pdf)
+
+
+def id_estimators(summary: pd.DataFrame, model: str, out_png: Path, out_pdf: Path, *,
+                  metrics: Iterable[str] = ("id_twonn", "id_mada", "id_mom")) -> matplotlib.figure.Figure:
+    """Figure 5: the layer-averaged intrinsic dimension of `model` vs training step, one panel per estimator.
+
+    Line and band as in `id_across_checkpoints`; each panel has its own y scale (the estimators differ in level,
+    the figure compares their shapes).
+    """
+    metrics = list(metrics)
+    averages = layer_average(training_checkpoints(select(summary, metrics, [model])))
+    figure, axes = new_figure(len(metrics), 4.3, sharey=False)
+    for ax, colour, metric in zip(axes, sns.color_palette("colorblind", len(metrics)), metrics):
+        line = averages[averages["metric"] == metric]
+        plot_band(ax, line["step"], line["mean"], line["std"], color=colour, label=metric, marker="o", markersize=3)
+        step_axis(ax)
+        ax.set_title(metric_label(metric))
+    axes[0].set_ylabel("Intrinsic dimension, mean over layers")
+    figure.suptitle(f"{model}: intrinsic dimension estimators during training")
+    return save(figure, out_png, out_pdf)

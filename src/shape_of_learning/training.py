@@ -1,0 +1,225 @@
+"""Train the demo's own small byte-level transformers and save Pythia-like checkpoints.
+
+Two architectures, both from Hugging Face so the extractor loads them like any Hub model:
+- ``"gpt_neox"``: a Pythia-architecture decoder (`GPTNeoXForCausalLM`), causal-LM objective;
+- ``"bert"``: a BERT encoder (`BertForMaskedLM`), masked-LM objective (BERT's 15% masking, 80/10/10).
+
+Tokens are bytes: token id = number of special tokens + byte value, so the whole corpus is turned into ids with one
+`frombuffer` and every text is encodable. The saved tokenizer (a `tokenizers` byte-level BPE without merges) maps text
+to exactly these ids and adds the special tokens the extractor must exclude via ``return_special_tokens_mask=True``:
+the decoder gets a leading ``<|endoftext|>`` (BOS, as Pythia's EOS doubles as BOS), the encoder ``[CLS] ... [SEP]``.
+Training windows carry the same special tokens, so training and extraction inputs look alike.
+"""
+
+import dataclasses
+import json
+import logging
+import math
+import shutil
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
+from tqdm.auto import tqdm
+from transformers import BertConfig, BertForMaskedLM, GPTNeoXConfig, GPTNeoXForCausalLM, PreTrainedTokenizerFast
+
+logger = logging.getLogger(__name__)
+
+ARCHITECTURES = ("gpt_neox", "bert")
+# Special tokens take the first ids; bytes follow. Pythia's names for the decoder, BERT's for the encoder.
+DECODER_SPECIAL_TOKENS = {"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>", "pad_token": "<|padding|>"}
+ENCODER_SPECIAL_TOKENS = {"pad_token": "[PAD]", "cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Hyperparameters:
+    """Defaults sized for ~30-60 s of training per model on a 2-core CPU (a few hundred steps)."""
+
+    num_layers: int = 4
+    d_model: int = 128
+    num_heads: int = 4
+    seq_len: int = 128  # tokens per window, special tokens included; also the model's max_position_embeddings
+    batch_size: int = 32
+    lr: float = 1e-3  # AdamW peak learning rate
+    weight_decay: float = 0.1  # AdamW, on weight matrices and embeddings only
+    warmup_fraction: float = 0.1  # linear warmup over this fraction of the steps, then cosine decay
+    min_lr_fraction: float = 0.1  # the cosine decays to lr * min_lr_fraction
+    grad_clip: float = 1.0
+    dropout: float = 0.0  # Pythia trains without dropout
+    mask_probability: float = 0.15  # BERT only: fraction of bytes chosen for prediction
+    log_every: int = 10
+
+    def __post_init__(self):
+        positive = ("num_layers", "d_model", "num_heads", "seq_len", "batch_size", "lr", "log_every")
+        if bad := [f"{name}={getattr(self, name)}" for name in positive if getattr(self, name) <= 0]:
+            raise ValueError(f"hyperparameters must be positive: {', '.join(bad)}")
+        if self.d_model % self.num_heads:
+            raise ValueError(f"d_model={self.d_model} must be divisible by num_heads={self.num_heads}")
+        fractions = ("warmup_fraction", "min_lr_fraction", "dropout", "mask_probability")
+        if bad := [f"{name}={getattr(self, name)}" for name in fractions if not 0 <= getattr(self, name) <= 1]:
+            raise ValueError(f"hyperparameters must lie in [0, 1]: {', '.join(bad)}")
+        if self.seq_len < 3:
+            raise ValueError(f"seq_len={self.seq_len} leaves no room for text next to the special tokens; use >= 3")
+
+
+def byte_tokenizer(arch: str, seq_len: int) -> PreTrainedTokenizerFast:
+    """Byte-level tokenizer whose ids are ``len(special tokens) + byte``, with the architecture's special tokens."""
+    special_tokens = DECODER_SPECIAL_TOKENS if arch == "gpt_neox" else ENCODER_SPECIAL_TOKENS
+    specials = list(dict.fromkeys(special_tokens.values()))
+    # GPT-2's printable stand-in character for each byte, the alphabet of the ByteLevel pre-tokenizer
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    unprintable = iter(range(256, 512))
+    vocab = {token: i for i, token in enumerate(specials)}
+    vocab |= {chr(b if b in printable else next(unprintable)): len(specials) + b for b in range(256)}
+    tokenizer = Tokenizer(models.BPE(vocab, merges=[]))  # no merges: one token per byte
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.add_special_tokens(specials)
+    if arch == "gpt_neox":
+        bos = special_tokens["bos_token"]
+        tokenizer.post_processor = processors.TemplateProcessing(
+            single=f"{bos} $A", pair=f"{bos} $A {bos} $B:1", special_tokens=[(bos, vocab[bos])]
+        )
+    else:
+        tokenizer.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+            special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
+        )
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, model_max_length=seq_len, **special_tokens)
+
+
+def build_model(arch: str, hp: Hyperparameters, tokenizer: PreTrainedTokenizerFast):
+    """A freshly initialised model (seed the global RNG first for a reproducible initialisation)."""
+    shape = dict(vocab_size=len(tokenizer), hidden_size=hp.d_model, num_hidden_layers=hp.num_layers,
+                 num_attention_heads=hp.num_heads, intermediate_size=4 * hp.d_model,
+                 max_position_embeddings=hp.seq_len, pad_token_id=tokenizer.pad_token_id)
+    if arch == "gpt_neox":  # Pythia's layout: parallel residual, rotary on 25% of head dims, untied embeddings
+        config = GPTNeoXConfig(**shape, hidden_dropout=hp.dropout, attention_dropout=hp.dropout,
+                               bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+        return GPTNeoXForCausalLM(config)
+    config = BertConfig(**shape, hidden_dropout_prob=hp.dropout, attention_probs_dropout_prob=hp.dropout)
+    return BertForMaskedLM(config)
+
+
+def sample_batch(arch, corpus_ids, tokenizer, hp, generator) -> dict[str, torch.Tensor]:
+    """Random windows of the corpus wrapped in the tokenizer's special tokens, with the objective's labels."""
+    text_len = hp.seq_len - (1 if arch == "gpt_neox" else 2)
+    starts = torch.randint(len(corpus_ids) - text_len + 1, (hp.batch_size,), generator=generator)
+    text = torch.stack([corpus_ids[s:s + text_len] for s in starts.tolist()])
+    column = lambda token_id: torch.full((hp.batch_size, 1), token_id)  # noqa: E731
+    if arch == "gpt_neox":
+        input_ids = torch.cat([column(tokenizer.bos_token_id), text], dim=1)
+        return {"input_ids": input_ids, "labels": input_ids}  # the model shifts labels by one itself
+    input_ids = torch.cat([column(tokenizer.cls_token_id), text, column(tokenizer.sep_token_id)], dim=1)
+    # BERT masking: choose mask_probability of the bytes (never CLS/SEP); of those 80% -> [MASK], 10% -> a random
+    # byte, 10% unchanged; the loss is on the chosen positions only.
+    chosen = torch.rand(input_ids.shape, generator=generator) < hp.mask_probability
+    chosen[:, [0, -1]] = False
+    labels = torch.where(chosen, input_ids, -100)
+    action = torch.rand(input_ids.shape, generator=generator)
+    num_specials = len(tokenizer) - 256
+    random_bytes = torch.randint(num_specials, len(tokenizer), input_ids.shape, generator=generator)
+    input_ids = torch.where(chosen & (action < 0.8), tokenizer.mask_token_id, input_ids)
+    input_ids = torch.where(chosen & (action >= 0.8) & (action < 0.9), random_bytes, input_ids)
+    return {"input_ids": input_ids, "labels": labels}
+
+
+def learning_rate(step: int, total_steps: int, hp: Hyperparameters) -> float:
+    """Linear warmup to hp.lr, then cosine decay to hp.lr * hp.min_lr_fraction at total_steps."""
+    warmup = math.ceil(hp.warmup_fraction * total_steps)
+    if step < warmup:
+        return hp.lr * (step + 1) / warmup
+    progress = (step - warmup) / max(1, total_steps - warmup)
+    return hp.lr * (hp.min_lr_fraction + (1 - hp.min_lr_fraction) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def save_checkpoint(model, tokenizer, out_dir: Path, metadata: dict) -> None:
+    """Write model, tokenizer and training metadata to a temporary sibling, then rename it into place."""
+    tmp = out_dir.with_name(f".{out_dir.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    (tmp / "training.json").write_text(json.dumps(metadata, indent=2) + "\n")
+    if out_dir.exists():
+        logger.warning("replacing existing checkpoint %s", out_dir)
+        shutil.rmtree(out_dir)
+    tmp.rename(out_dir)
+
+
+def train(arch: str, corpus_text: Path, out_root: Path, save_steps: list[int], *, seed: int = 0,
+          threads: int | None = None, **hyperparameters) -> list[Path]:
+    """Train a small byte-level `arch` model on `corpus_text` and save ``out_root/step{N}/`` for N in save_steps.
+
+    Runs max(save_steps) AdamW updates on random windows of the UTF-8 text; step 0 is the initialisation, before any
+    update. Each checkpoint dir holds model.safetensors, config.json, the tokenizer and training.json (arch, step,
+    seed, hyperparameters, the loss of the last batch). Deterministic for a `seed` on a given machine and thread count.
+    Any field of `Hyperparameters` can be overridden by keyword, e.g. ``train(..., num_layers=2, lr=3e-4)``.
+    `threads` sets torch's intra-op threads for this process (default: torch's choice, all cores); pass the cores
+    actually granted, since oversubscribed cores slow CPU training by up to 10x.
+    Returns the checkpoint dirs in save_steps order (sorted, deduplicated).
+    """
+    if arch not in ARCHITECTURES:
+        raise ValueError(f"unknown arch {arch!r}; choose one of {ARCHITECTURES}")
+    valid = [field.name for field in dataclasses.fields(Hyperparameters)]
+    if unknown := sorted(set(hyperparameters) - set(valid)):
+        raise TypeError(f"unknown hyperparameter(s) {unknown}; valid ones are {valid}")
+    hp = Hyperparameters(**hyperparameters)
+    if not save_steps or not all(isinstance(step, int) and step >= 0 for step in save_steps):
+        raise ValueError(f"save_steps must be a non-empty list of integers >= 0, got {save_steps}")
+    save_steps = sorted(set(save_steps))
+    corpus_bytes = Path(corpus_text).read_bytes()
+    try:
+        corpus_bytes.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{corpus_text} is not UTF-8 text ({error}); clean the corpus first") from error
+
+    tokenizer = byte_tokenizer(arch, hp.seq_len)
+    corpus_ids = torch.frombuffer(bytearray(corpus_bytes), dtype=torch.uint8).long() + (len(tokenizer) - 256)
+    needed = hp.seq_len + hp.batch_size  # enough bytes for batch_size distinct windows
+    if len(corpus_ids) < needed:
+        raise ValueError(f"{corpus_text} has {len(corpus_ids)} bytes, too little for a batch of {hp.batch_size} "
+                         f"windows of {hp.seq_len} tokens (needs >= {needed}); use more text or smaller "
+                         "batch_size/seq_len")
+
+    if threads is not None:
+        torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed)
+    model = build_model(arch, hp, tokenizer)
+    # as nanoGPT: decay matrices and embeddings, not biases and LayerNorm gains
+    parameters = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW([{"params": [p for p in parameters if p.dim() >= 2]},
+                                   {"params": [p for p in parameters if p.dim() < 2], "weight_decay": 0.0}],
+                                  lr=hp.lr, weight_decay=hp.weight_decay, betas=(0.9, 0.95))
+    total_steps = save_steps[-1]
+    out_root = Path(out_root)
+    out_root.mkdir(parents=True, exist_ok=True)
+    logger.info("training %s (%.2fM parameters) for %d steps on %s (%d bytes)", arch,
+                model.num_parameters() / 1e6, total_steps, corpus_text, len(corpus_ids))
+
+    def save(step, loss):
+        metadata = {"arch": arch, "step": step, "seed": seed, "loss": loss, "corpus": str(corpus_text),
+                    "hyperparameters": dataclasses.asdict(hp)}
+        save_checkpoint(model, tokenizer, out_root / f"step{step}", metadata)
+
+    loss, save_set = None, set(save_steps)
+    if 0 in save_set:
+        save(0, loss)
+    model.train()
+    progress = tqdm(range(1, total_steps + 1), desc=f"train {arch}", unit="step")
+    for step in progress:
+        lr = learning_rate(step - 1, total_steps, hp)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        loss = model(**sample_batch(arch, corpus_ids, tokenizer, hp, generator)).loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), hp.grad_clip)
+        optimizer.step()
+        loss = loss.item()
+        progress.set_postfix(loss=f"{loss:.3f}")
+        if step % hp.log_every == 0 or step == total_steps:
+            logger.info("%s step %d/%d: loss %.4f, lr %.2e", arch, step, total_steps, loss, lr)
+        if step in save_set:
+            save(step, loss)
+    return [out_root / f"step{step}" for step in save_steps]

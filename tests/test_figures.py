@@ -1,0 +1,138 @@
+"""The figure functions plot exactly the summary's values, write PNG+PDF reproducibly, and reject bad input."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from shape_of_learning import figures
+
+DECODER_STEPS = {"step0": 0, "step10": 10, "step100": 100}
+
+
+def bell(num_layers: int, height: float) -> np.ndarray:
+    """A bell-shaped profile over layers 0..num_layers peaking mid-depth, as the paper finds for decoders."""
+    depth = np.arange(num_layers + 1) / num_layers
+    return 0.05 + height * np.exp(-((depth - 0.5) ** 2) / 0.05)
+
+
+def rows(model, kind, checkpoint, step, metric, means, std):
+    return pd.DataFrame({"model": model, "kind": kind, "checkpoint": checkpoint, "step": step,
+                         "layer": np.arange(len(means)), "num_layers": len(means) - 1, "metric": metric,
+                         "mean": means, "std": std, "batches": 4})
+
+
+@pytest.fixture(scope="module")
+def summary() -> pd.DataFrame:
+    """A 4-layer decoder at 3 training steps (anisotropy growing, ID rising then falling) plus its step -1 "main";
+    an 8-layer decoder at one step; a 6-layer encoder with a flat profile and only a step -1 checkpoint."""
+    frames = []
+    for (checkpoint, step), height, id_level in zip(DECODER_STEPS.items(), (0.1, 0.4, 0.6), (5.0, 12.0, 8.0)):
+        frames.append(rows("dec4", "decoder", checkpoint, step, "anisotropy", bell(4, height), 0.01))
+        for offset, metric in enumerate(("id_twonn", "id_mada", "id_mom")):
+            frames.append(rows("dec4", "decoder", checkpoint, step, metric,
+                               id_level + offset + np.arange(5.0), 0.5 + offset))
+    frames.append(rows("dec4", "decoder", "main", -1, "anisotropy", bell(4, 0.6), 0.01))
+    frames.append(rows("dec8", "decoder", "step50", 50, "anisotropy", bell(8, 0.5), 0.02))
+    frames.append(rows("enc6", "encoder", "main", -1, "anisotropy", np.full(7, 0.1), 0.01))
+    return pd.concat(frames, ignore_index=True)
+
+
+def assert_written(tmp_path, name):
+    png, pdf = tmp_path / f"{name}.png", tmp_path / f"{name}.pdf"
+    assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 10_000
+    assert pdf.read_bytes()[:4] == b"%PDF" and pdf.stat().st_size > 5_000
+
+
+def plotted(ax) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    return {line.get_label(): (line.get_xdata(), line.get_ydata()) for line in ax.lines}
+
+
+def outputs(tmp_path, name):
+    return tmp_path / f"{name}.png", tmp_path / f"{name}.pdf"
+
+
+def test_anisotropy_by_layer_plots_final_checkpoints(summary, tmp_path):
+    figure = figures.anisotropy_by_layer(summary, *outputs(tmp_path, "fig1"))
+    assert_written(tmp_path, "fig1")
+    encoders, decoders = figure.axes
+    assert (encoders.get_title(), decoders.get_title()) == ("Encoders", "Decoders")
+    # one encoder: layer index on x; two decoder depths: relative depth; dec4's final checkpoint is step100
+    (x, y), = plotted(encoders).values()
+    np.testing.assert_array_equal(x, np.arange(7))
+    np.testing.assert_allclose(y, 0.1)
+    lines = plotted(decoders)
+    assert sorted(lines) == ["dec4 (step100)", "dec8 (step50)"]
+    np.testing.assert_allclose(lines["dec4 (step100)"][0], np.arange(5) / 4)
+    np.testing.assert_allclose(lines["dec4 (step100)"][1], bell(4, 0.6))
+    np.testing.assert_allclose(lines["dec8 (step50)"][0], np.arange(9) / 8)
+    assert "Relative depth" in decoders.get_xlabel() and "Layer" in encoders.get_xlabel()
+    assert encoders.get_ylabel() == figures.METRIC_LABELS["anisotropy"]
+
+
+def test_anisotropy_by_layer_single_kind_and_band(summary, tmp_path):
+    figure = figures.anisotropy_by_layer(summary, *outputs(tmp_path, "dec"), models=["dec4"])
+    (ax,) = figure.axes
+    assert ax.get_title() == "Decoders" and list(plotted(ax)) == ["dec4 (step100)"]
+    band = ax.collections[0].get_paths()[0].vertices[:, 1]
+    np.testing.assert_allclose([band.min(), band.max()], [bell(4, 0.6).min() - 0.01, bell(4, 0.6).max() + 0.01])
+
+
+def test_profile_across_checkpoints_one_line_per_step(summary, tmp_path, caplog):
+    figure = figures.profile_across_checkpoints(summary, "dec4", *outputs(tmp_path, "fig3"))
+    assert_written(tmp_path, "fig3")
+    assert "main" in caplog.text  # the step -1 checkpoint is skipped, and said so
+    ax, colourbar = figure.axes
+    lines = plotted(ax)
+    assert list(lines) == list(DECODER_STEPS)
+    for (checkpoint, (x, y)), height in zip(lines.items(), (0.1, 0.4, 0.6)):
+        np.testing.assert_array_equal(x, np.arange(5))
+        np.testing.assert_allclose(y, bell(4, height))
+    colours = [tuple(line.get_color()) for line in ax.lines]
+    assert len(set(colours)) == 3
+    assert colourbar.get_ylabel() == "Training step"
+    assert "dec4" in ax.get_title()
+
+
+def test_id_across_checkpoints_averages_layers(summary, tmp_path):
+    figure = figures.id_across_checkpoints(summary, ["dec4"], *outputs(tmp_path, "fig4"))
+    assert_written(tmp_path, "fig4")
+    (ax,) = figure.axes
+    x, y = plotted(ax)["dec4"]
+    np.testing.assert_array_equal(x, [0, 10, 100])
+    np.testing.assert_allclose(y, [5.0 + 2, 12.0 + 2, 8.0 + 2])  # mean of level + 0..4
+    band = ax.collections[0].get_paths()[0].vertices[:, 1]
+    np.testing.assert_allclose([band.min(), band.max()], [7.0 - 0.5, 14.0 + 0.5])  # +- mean per-layer std
+    assert ax.get_xscale() == "symlog"
+
+
+def test_id_estimators_one_panel_per_metric(summary, tmp_path):
+    figure = figures.id_estimators(summary, "dec4", *outputs(tmp_path, "fig5"))
+    assert_written(tmp_path, "fig5")
+    assert [ax.get_title() for ax in figure.axes] == [figures.METRIC_LABELS[m] for m in ("id_twonn", "id_mada",
+                                                                                         "id_mom")]
+    for offset, ax in enumerate(figure.axes):
+        (x, y), = plotted(ax).values()
+        np.testing.assert_array_equal(x, [0, 10, 100])
+        np.testing.assert_allclose(y, np.array([7.0, 14.0, 10.0]) + offset)
+
+
+def test_output_is_byte_identical_across_runs(summary, tmp_path):
+    first, second = outputs(tmp_path, "a"), outputs(tmp_path, "b")
+    figures.id_across_checkpoints(summary, ["dec4"], *first)
+    figures.id_across_checkpoints(summary, ["dec4"], *second)
+    for a, b in zip(first, second):
+        assert a.read_bytes() == b.read_bytes()
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda s, o: figures.profile_across_checkpoints(s, "gpt2", *o), r"\['gpt2'\] not in the summary.*dec4"),
+    (lambda s, o: figures.anisotropy_by_layer(s, *o, metric="isoscore"), r"\['isoscore'\].*available.*anisotropy"),
+    (lambda s, o: figures.id_estimators(s, "enc6", *o), r"enc6/id_twonn.*'enc6': \['anisotropy'\]"),
+    (lambda s, o: figures.id_across_checkpoints(s.drop(columns="std"), ["dec4"], *o), r"lacks column.*'std'"),
+    (lambda s, o: figures.anisotropy_by_layer(pd.concat([s, s.head(1)]), *o), "repeated"),
+    (lambda s, o: figures.id_across_checkpoints(s[s.layer != 2], ["dec4"], *o), "every layer"),
+    (lambda s, o: figures.profile_across_checkpoints(s, "enc6", *o), r"\['enc6'\] have no training checkpoints"),
+])
+def test_bad_input_names_the_problem(summary, tmp_path, call, message):
+    with pytest.raises(ValueError, match=message):
+        call(summary, outputs(tmp_path, "bad"))
