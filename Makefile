@@ -1,0 +1,38 @@
+# Two commands set up everything on a fresh machine:  `make demo`  and  `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+CORES  ?= 2
+
+.PHONY: demo test lint paper dry-run report slurm-test clean
+
+$(BIN)/snakemake: requirements/*.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements/test.txt
+	$(BIN)/pip install --quiet --no-deps -e .
+	touch $@
+
+demo: $(BIN)/snakemake  ## the whole DAG, offline, on the demo preset: results/figures/, results/tables/
+	$(BIN)/snakemake --cores $(CORES) --configfile presets/demo.yaml
+
+test: $(BIN)/snakemake  ## unit tests and the end-to-end run of the real DAG on the CI preset
+	$(BIN)/pytest -q
+
+lint: $(BIN)/snakemake
+	$(BIN)/snakemake --lint --configfile presets/demo.yaml
+
+paper: $(BIN)/snakemake  ## the paper's experiment (config.yaml): needs the Hub and, realistically, GPUs
+	$(BIN)/snakemake --cores $(CORES)
+
+dry-run: $(BIN)/snakemake
+	$(BIN)/snakemake -n --quiet rules
+
+report: $(BIN)/snakemake
+	$(BIN)/snakemake --cores 1 --configfile presets/demo.yaml --report results/report.html
+
+slurm-test: $(BIN)/snakemake  ## a one-node SLURM cluster on this machine, the demo submitted through profiles/slurm
+	bash tests/slurm/run_demo_on_local_slurm.sh
+
+clean:
+	rm -rf results logs .snakemake

@@ -1,0 +1,43 @@
+# The Shape of Learning (Razzhigaev et al., EACL 2024) as a Snakemake workflow.
+#   snakemake --cores 2 --configfile presets/demo.yaml      # the offline demo
+#   snakemake --cores N                                     # the paper's experiment (config.yaml)
+import os
+import sys
+from pathlib import Path
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+# Rule scripts import the project's package from src/ without an install step (local, conda and SLURM jobs alike).
+SRC = str(Path(workflow.basedir) / "src")
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [SRC, os.environ.get("PYTHONPATH")]))
+sys.path.insert(0, SRC)
+from shape_of_learning.experiment import validate_config  # noqa: E402
+
+
+# A --configfile (a preset) is a whole experiment: it replaces config.yaml instead of merging into it, so that the
+# paper's models never leak into a demo run. --config key=value still tweaks whichever file is in use.
+if not workflow.config_settings.configfiles:
+    configfile: Path(workflow.basedir) / "config.yaml"
+
+
+validate_config(config)  # against workflow/schemas/, before any job runs
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/corpus.smk"
+include: "workflow/rules/models.smk"
+include: "workflow/rules/extract.smk"
+include: "workflow/rules/metrics.smk"
+include: "workflow/rules/figures.smk"
+
+
+report: "workflow/report/workflow.rst"
+
+
+rule all:
+    input:
+        "results/tables/summary.parquet",
+        FIGURES,
+    default_target: True

@@ -1,0 +1,110 @@
+"""The experiment as the workflow sees it: every checkpoint job and every figure, planned from the config alone.
+
+Everything is enumerated at parse time (no Snakemake checkpoints), so `snakemake -n` on tens of thousands of jobs
+stays fast and works offline.
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from shape_of_learning.registry import Checkpoint, checkpoints
+
+SCHEMAS = Path(__file__).resolve().parents[2] / "workflow" / "schemas"
+
+
+def validate_config(config: dict) -> dict:
+    """Validate against workflow/schemas/ and fill in defaults, model entries included, before any job is planned.
+
+    Snakemake fills defaults of `properties` only, not of each entry under `models:` (`additionalProperties`), so
+    every model entry is validated against its own schema as well.
+    """
+    from snakemake.utils import validate
+
+    validate(config, str(SCHEMAS / "config.schema.yaml"))
+    for entry in config["models"].values():
+        validate(entry, str(SCHEMAS / "model.schema.yaml"))
+    return config
+
+
+def load_config(path: Path) -> dict:
+    """Read a config or preset and validate it exactly as the Snakefile does."""
+    return validate_config(yaml.safe_load(Path(path).read_text()))
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure of the paper: a plotting function of `shape_of_learning.figures` and its keyword arguments."""
+
+    name: str  # file stem under results/figures/
+    function: str
+    arguments: dict  # models=/model= and metric=/metrics=, as the plotting function names them
+
+    @property
+    def models(self) -> list[str]:
+        return self.arguments["models"] if "models" in self.arguments else [self.arguments["model"]]
+
+    @property
+    def metrics(self) -> list[str]:
+        return self.arguments["metrics"] if "metrics" in self.arguments else [self.arguments["metric"]]
+
+    def draw(self, summary, png, pdf):
+        from shape_of_learning import figures  # matplotlib only where a figure is drawn, not at DAG-build time
+
+        return getattr(figures, self.function)(summary, out_png=png, out_pdf=pdf, **self.arguments)
+
+
+@dataclass
+class Experiment:
+    models: dict[str, dict]
+    checkpoints: dict[str, list[Checkpoint]]
+    figures: list[Figure] = field(default_factory=list)
+
+    def checkpoint(self, model: str, name: str) -> Checkpoint:
+        for ckpt in self.checkpoints[model]:
+            if ckpt.name == name:
+                return ckpt
+        raise KeyError(f"model {model!r} has no checkpoint {name!r}")
+
+    def layers(self, model: str) -> range:
+        """Hidden states of one forward pass: the embedding output (0) and every block's output (1..layers)."""
+        return range(self.models[model]["layers"] + 1)
+
+
+def plan(config: dict, results_dir: str = "results") -> Experiment:
+    """Expand a validated config into checkpoints and figures; cross-references the schema cannot check fail here."""
+    models = config["models"]
+    experiment = Experiment(models, {name: checkpoints(name, entry, results_dir) for name, entry in models.items()})
+    computed = set(config["metrics"]["names"])
+    figures = config.get("figures", {})
+
+    def figure(name, function, **arguments):
+        fig = Figure(name, function, arguments)
+        unknown = [m for m in fig.models if m not in models]
+        if unknown:
+            raise ValueError(
+                f"figures.{function} names models {unknown} that are not in the `models:` registry "
+                f"(known: {sorted(models)}); add an entry for each or remove them from the figure"
+            )
+        missing = [m for m in fig.metrics if m not in computed]
+        if missing:
+            raise ValueError(
+                f"figures.{function} plots {missing}, which metrics.names does not compute; add them to metrics.names"
+            )
+        experiment.figures.append(fig)
+
+    if "anisotropy_by_layer" in figures:
+        spec = figures["anisotropy_by_layer"]
+        figure("anisotropy_by_layer", "anisotropy_by_layer", models=spec["models"], metric=spec["metric"])
+    for spec in figures.get("profile_across_checkpoints", []):
+        figure(f"profile_{spec['model']}_{spec['metric']}", "profile_across_checkpoints", model=spec["model"],
+               metric=spec["metric"])
+    if "id_across_checkpoints" in figures:
+        spec = figures["id_across_checkpoints"]
+        figure("id_across_checkpoints", "id_across_checkpoints", models=spec["models"], metric=spec["metric"])
+    if "id_estimators" in figures:
+        spec = figures["id_estimators"]
+        for model in spec["models"]:
+            figure(f"id_estimators_{model}", "id_estimators", model=model, metrics=spec["metrics"])
+    return experiment

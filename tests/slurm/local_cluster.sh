@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# A one-node SLURM cluster on this machine (Debian's slurm-wlm + munge), with one fake GPU so `--gpus=1` jobs
+# schedule. Usage: local_cluster.sh start | stop.  Needs root. Facts and pitfalls: see README, "SLURM".
+set -euo pipefail
+STATE=${SLURM_LOCAL_STATE:-/tmp/slurm-local}
+CONF_DIR=$STATE/etc
+
+install() {
+    command -v slurmctld >/dev/null && command -v munged >/dev/null && return
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null
+}
+
+write_config() {
+    local host cpus mem
+    host=$(hostname -s)
+    cpus=$(nproc)
+    mem=$(( $(awk '/MemTotal/ {print int($2 / 1024)}' /proc/meminfo) * 8 / 10 ))
+    mkdir -p "$CONF_DIR" "$STATE/spool/ctld" "$STATE/spool/d" "$STATE/log"
+    # A GPU generic resource must be backed by a character device: /dev/null's numbers stand in for it.
+    [ -e "$STATE/fakegpu0" ] || mknod "$STATE/fakegpu0" c 1 3
+    cat > "$CONF_DIR/slurm.conf" <<CONF
+ClusterName=local
+SlurmctldHost=$host
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation=$STATE/spool/ctld
+SlurmdSpoolDir=$STATE/spool/d
+SlurmctldPidFile=$STATE/slurmctld.pid
+SlurmdPidFile=$STATE/slurmd.pid
+SlurmctldLogFile=$STATE/log/slurmctld.log
+SlurmdLogFile=$STATE/log/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+MinJobAge=600
+ReturnToService=2
+GresTypes=gpu
+NodeName=$host CPUs=$cpus RealMemory=$mem Gres=gpu:1 State=UNKNOWN
+PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
+PartitionName=gpu Nodes=$host MaxTime=INFINITE State=UP
+CONF
+    echo "NodeName=$host Name=gpu File=$STATE/fakegpu0" > "$CONF_DIR/gres.conf"
+    # The jobstep plugin drops SLURM_CONF before its inner srun: the config must sit at the default path.
+    mkdir -p /etc/slurm
+    ln -sf "$CONF_DIR/slurm.conf" /etc/slurm/slurm.conf
+    ln -sf "$CONF_DIR/gres.conf" /etc/slurm/gres.conf
+}
+
+start() {
+    install
+    write_config
+    mkdir -p /run/munge && chown munge:munge /run/munge
+    pgrep -x munged >/dev/null || runuser -u munge -- /usr/sbin/munged
+    /usr/sbin/slurmctld
+    /usr/sbin/slurmd
+    for _ in $(seq 60); do
+        [ "$(sinfo -h -o %t 2>/dev/null | head -1)" = idle ] && { sinfo; return; }
+        sleep 1
+    done
+    echo "SLURM did not come up; logs in $STATE/log" >&2
+    tail -20 "$STATE"/log/*.log >&2
+    exit 1
+}
+
+stop() {
+    for pidfile in "$STATE/slurmd.pid" "$STATE/slurmctld.pid"; do
+        [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true
+    done
+    pkill -x munged 2>/dev/null || true
+}
+
+"${1:?usage: $0 start|stop}"

@@ -1,0 +1,107 @@
+"""The real Snakemake DAG: schema validation, fan-out, adding a model, and an end-to-end run of the CI preset."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from shape_of_learning.experiment import load_config, plan
+from shape_of_learning.verify import problems
+
+REPO = Path(__file__).resolve().parents[1]
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
+
+
+def snakemake(*args, workdir: Path, check=True) -> subprocess.CompletedProcess:
+    result = subprocess.run([*SNAKEMAKE, "--directory", str(workdir), *args], capture_output=True, text=True)
+    if check and result.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def planned_jobs(configfile: Path, workdir: Path) -> dict[str, int]:
+    """Jobs per rule in a dry run (`snakemake -n --quiet rules`)."""
+    out = snakemake("-n", "--quiet", "rules", "--configfile", str(configfile), workdir=workdir).stdout
+    counts = {rule: int(count) for rule, count in re.findall(r"^(\w+)\s+(\d+)\s*$", out, flags=re.MULTILINE)}
+    assert counts.pop("total") == sum(counts.values())
+    return counts
+
+
+def write_config(config: dict, path: Path) -> Path:
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def test_dry_run_fans_out_one_extraction_per_checkpoint_and_one_metrics_job_per_layer(tmp_path):
+    config = load_config(REPO / "presets/demo.yaml")
+    experiment = plan(config)
+    jobs = planned_jobs(REPO / "presets/demo.yaml", tmp_path)
+    checkpoints = sum(len(ckpts) for ckpts in experiment.checkpoints.values())
+    assert checkpoints == 9 + 9 + 1
+    assert jobs["extract_hidden_states"] == checkpoints
+    assert jobs["pin_checkpoint"] == checkpoints
+    assert jobs["layer_metrics"] == sum(
+        len(ckpts) * len(experiment.layers(model)) for model, ckpts in experiment.checkpoints.items()
+    )
+    assert jobs["train_model"] == 2
+    assert jobs["figure_profile_across_checkpoints"] == 2
+
+
+def test_adding_a_model_entry_adds_exactly_its_jobs(tmp_path):
+    config = yaml.safe_load((REPO / "presets/demo.yaml").read_text())
+    before = planned_jobs(write_config(config, tmp_path / "before.yaml"), tmp_path)
+    config["models"]["pythia-70m"] = {
+        "hub_id": "EleutherAI/pythia-70m",
+        "kind": "decoder",
+        "layers": 6,
+        "checkpoints": {"schedule": {"last": 143000, "every": 50000, "log_until": 4}, "revision": "step{step}"},
+    }
+    after = planned_jobs(write_config(config, tmp_path / "after.yaml"), tmp_path)
+    checkpoints = len([0, 1, 2, 4, 50000, 100000, 143000])
+    added = {rule: after[rule] - before.get(rule, 0) for rule in after}
+    assert added["pin_checkpoint"] == added["extract_hidden_states"] == checkpoints
+    assert added["layer_metrics"] == checkpoints * (6 + 1)
+    assert added["all"] + added["metrics_table"] == 0
+    assert sum(added.values()) == added["pin_checkpoint"] * 2 + added["layer_metrics"]
+
+
+def test_paper_config_plans_every_figure_offline(tmp_path):
+    jobs = planned_jobs(REPO / "config.yaml", tmp_path)
+    experiment = plan(load_config(REPO / "config.yaml"))
+    assert jobs["extract_hidden_states"] == sum(len(c) for c in experiment.checkpoints.values())
+    assert len(experiment.checkpoints["pythia-2.8b"]) == 26
+    assert {"figure_anisotropy_by_layer", "figure_profile_across_checkpoints", "figure_id_across_checkpoints",
+            "figure_id_estimators"} <= set(jobs)
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda c: c["metrics"].update(batch_size=10), "10 is less than the minimum of 128"),
+        (lambda c: c["models"]["demo-bert"].update(kind="decoder-only"), "decoder-only"),
+        (lambda c: c["figures"]["id_estimators"].update(models=["no-such-model"]), "no-such-model"),
+    ],
+)
+def test_a_bad_config_fails_before_any_job_with_a_message_naming_the_problem(tmp_path, edit, message):
+    config = yaml.safe_load((REPO / "presets/demo.yaml").read_text())
+    edit(config)
+    result = snakemake("-n", "--configfile", str(write_config(config, tmp_path / "bad.yaml")), workdir=tmp_path,
+                       check=False)
+    assert result.returncode != 0
+    assert message in result.stdout + result.stderr
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.slow
+def test_end_to_end_ci_preset_produces_every_figure_and_a_complete_table(tmp_path):
+    configfile = REPO / "presets/ci.yaml"
+    snakemake("--cores", "2", "--configfile", str(configfile), workdir=tmp_path)
+    assert problems(load_config(configfile), tmp_path) == []
+    logs = list((tmp_path / "logs").rglob("*.log"))
+    assert any("extract" in str(log) for log in logs) and any("metrics" in str(log) for log in logs)
+    snakemake("--cores", "1", "--configfile", str(configfile), "--report", "results/report.html", workdir=tmp_path)
+    report = (tmp_path / "results/report.html").read_text(errors="replace")
+    assert "anisotropy_by_layer.png" in report

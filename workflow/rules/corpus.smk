@@ -1,0 +1,45 @@
+# Corpus: obtain and verify the Wikipedia dump, strip the markup, and sample the text windows every model shares.
+
+
+rule obtain_corpus:
+    output:
+        f"{CORPUS}/raw.xml",
+    params:
+        corpus=config["corpus"],
+    log:
+        "logs/corpus/obtain.log",
+    conda:
+        ENV
+    script:
+        "../scripts/obtain_corpus.py"
+
+
+rule clean_corpus:
+    input:
+        f"{CORPUS}/raw.xml",
+    output:
+        text=f"{CORPUS}/clean.txt",
+        stats=f"{CORPUS}/clean.stats.json",
+    log:
+        "logs/corpus/clean.log",
+    benchmark:
+        "results/benchmarks/corpus/clean.tsv"
+    conda:
+        ENV
+    script:
+        "../scripts/clean_corpus.py"
+
+
+rule sample_windows:
+    input:
+        f"{CORPUS}/clean.txt",
+    output:
+        f"{CORPUS}/windows.parquet",
+    params:
+        windows=config["windows"],
+    log:
+        "logs/corpus/windows.log",
+    conda:
+        ENV
+    script:
+        "../scripts/sample_windows.py"

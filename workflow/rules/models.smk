@@ -1,0 +1,40 @@
+# Models: train the demo's own small models, and pin every checkpoint to a commit sha and weight hashes.
+
+
+rule train_model:
+    input:
+        f"{CORPUS}/clean.txt",
+    output:
+        directory("results/models/{model}"),
+    params:
+        entry=model_entry,
+        steps=lambda wildcards: [ckpt.step for ckpt in EXPERIMENT.checkpoints[wildcards.model]],
+    threads: 4
+    resources:
+        mem_mb=resource("train", "mem_mb"),
+        runtime=resource("train", "runtime"),
+    log:
+        "logs/models/train_{model}.log",
+    benchmark:
+        "results/benchmarks/models/train_{model}.tsv"
+    conda:
+        ENV
+    script:
+        "../scripts/train_model.py"
+
+
+# Runs where the Hub is reachable (the submit host on a cluster); the lock it writes is read by extraction.
+rule pin_checkpoint:
+    input:
+        trained_model_dir,
+    output:
+        "results/lock/{model}/{checkpoint}.json",
+    params:
+        checkpoint=lambda wildcards: EXPERIMENT.checkpoint(wildcards.model, wildcards.checkpoint),
+    localrule: True
+    log:
+        "logs/lock/{model}/{checkpoint}.log",
+    conda:
+        ENV
+    script:
+        "../scripts/pin_checkpoint.py"
