@@ -6,7 +6,10 @@ On the same batch of n vectors, side by side in one run and on the same T thread
   bare     the n x n x D float32 product X X^T on the device, nothing else;
   ours     compute_metrics with all ten metrics (anisotropy x2, average cosine x2, TwoNN, MADA, MoM, GRIDE,
            I(W), IsoScore), split into its neighbour part (duplicate removal, one exact kNN, four ID estimators)
-           and its spectral part (float64 Gram and eigenproblems, cosines, I(W), IsoScore);
+           and its spectral part (float64 Gram, Lanczos, cosines, IsoScore, I(W));
+  groups   each metric group alone (a compute_metrics call with just its metrics, centring included), one row
+           per group: neighbours (the four ID estimators), anisotropy x2 + average cosine x2 + IsoScore (float64
+           Gram and two Lanczos runs), I(W) (Gram, one float32 D x D eigendecomposition, one n x D x D product);
   skdim    scikit-dimension's TwoNN, MADA and MoM (defaults), one after another, always on the CPU.
 Targets (GitHub issue 4): ours >= 10x faster than skdim's three; ours within 2x of bare. Times are the best of
 --repeats runs (skdim: --skdim-repeats). The batch is hidden-state-like: a Gaussian with a power-law spectrum
@@ -24,6 +27,12 @@ from shape_of_learning.metrics import ALL_METRICS, compute_metrics
 
 NEIGHBOUR_METRICS = ["id_twonn", "id_mada", "id_mom", "id_gride"]
 SPECTRAL_METRICS = [m for m in ALL_METRICS if m not in NEIGHBOUR_METRICS]
+GROUPS = {
+    "neighbours (TwoNN, MADA, MoM, GRIDE)": NEIGHBOUR_METRICS,
+    "anisotropy x2 + avg cosine x2 + IsoScore": ["anisotropy", "anisotropy_uncentred", "avg_cosine",
+                                                 "avg_cosine_centred", "isoscore"],
+    "I(W)": ["isotropy_iw"],
+}
 
 
 def hidden_state_like(n: int, dim: int, seed: int = 0) -> np.ndarray:
@@ -65,6 +74,7 @@ def main() -> None:
     header = (f"{'D':>5} {'bare':>7} {'ours':>7} {'ours_nn':>8} {'ours_sp':>8} {'TwoNN':>7} {'MADA':>7} {'MoM':>7} "
               f"{'skdim3':>7} {'skdim3/ours':>12} {'ours/bare':>10} {'nn/bare':>8}  ours - skdim (TwoNN, MADA, MoM)")
     print(header)
+    group_rows = []
     with threadpool_limits(args.threads):
         for dim in args.dims:
             X = hidden_state_like(args.n, dim)
@@ -88,8 +98,16 @@ def main() -> None:
                   + " ".join(f"{theirs[name][0]:7.3f}" for name in ("TwoNN", "MADA", "MoM"))
                   + f" {skdim_total:7.3f} {skdim_total / ours:12.1f} {ours / bare:10.2f} {neighbour / bare:8.2f}  "
                   + ", ".join(f"{gap:+.1e}" for gap in gaps))
+            for group, metrics in GROUPS.items():
+                seconds, _ = best_time(lambda: compute_metrics(X, metrics, batch_size=args.n, device=device),
+                                       args.repeats, device)
+                group_rows.append((dim, group, seconds, bare))
     print("seconds; ours_nn / ours_sp: the neighbour-estimator and spectral metrics alone; "
           "skdim3 = TwoNN + MADA + MoM; ratios > 1 mean the left one is slower")
+    print(f"\nper metric group, each alone (best of {args.repeats}):")
+    print(f"{'D':>5}  {'group':<42} {'seconds':>8} {'/bare':>7}")
+    for dim, group, seconds, bare in group_rows:
+        print(f"{dim:>5}  {group:<42} {seconds:8.3f} {seconds / bare:7.2f}")
 
 
 if __name__ == "__main__":

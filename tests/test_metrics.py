@@ -150,6 +150,35 @@ def test_isotropy_iw_matches_the_definition_and_ignores_eigenvector_signs():
     assert isotropy_iw(-X) == pytest.approx(isotropy_iw(X), rel=1e-6)
 
 
+def hidden_state_like(n, dim, offset, seed):
+    """A power-law spectrum in a random rotation, plus a large common offset along a random direction."""
+    rng = np.random.default_rng(seed)
+    rotation = np.linalg.qr(rng.standard_normal((dim, dim)))[0]
+    shift = rng.standard_normal(dim)
+    cloud = rng.standard_normal((n, dim)) * 0.2 * np.arange(1, dim + 1) ** -0.5
+    return (cloud @ rotation + offset * shift / np.linalg.norm(shift)).astype(np.float32)
+
+
+@pytest.mark.parametrize("offset", [1.0, 20.0, 100.0])
+def test_isotropy_iw_from_the_float32_eigendecomposition_matches_float64(offset):
+    X = hidden_state_like(3000, 256, offset, 23)
+    W = X.astype(np.float64)
+    _, eigenvectors = np.linalg.eigh(W.T @ W)
+    projections = W @ np.hstack([eigenvectors, -eigenvectors])
+    top = projections.max(0)
+    log_z = top + np.log(np.exp(projections - top).sum(0))
+    assert 0 < isotropy_iw(X) == pytest.approx(np.exp(log_z.min() - log_z.max()), rel=1e-3)
+
+
+@pytest.mark.parametrize("data", ["isotropic", "hidden-state-like"])
+def test_anisotropy_by_lanczos_equals_the_full_eigendecomposition(data):
+    X = gaussian(2000, 300, 24) if data == "isotropic" else hidden_state_like(2000, 300, 30.0, 24)
+    for centred in (True, False):
+        rows = X.astype(np.float64) - X.mean(0, dtype=np.float64) if centred else X.astype(np.float64)
+        eigenvalues = np.linalg.eigvalsh(rows.T @ rows)
+        assert anisotropy(X, centred=centred) == pytest.approx(eigenvalues[-1] / eigenvalues.sum(), rel=1e-9)
+
+
 def isoscore_algorithm_1(X):
     """IsoScore step by step as in Rudman et al. (2022), Algorithm 1."""
     dim = X.shape[1]

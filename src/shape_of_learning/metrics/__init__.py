@@ -8,7 +8,8 @@ summary; each estimator is also a function of its own:
     twonn / mada / mom / gride(d)       ID from sorted neighbour distances d = knn_distances(deduplicate(X)[0], k)
     isotropy_iw(X), isoscore(X)         Mu & Viswanath's I(W), Rudman et al.'s IsoScore
 
-Any metric function also accepts a `Vectors` (the batch centred once in float64 on a device) to share work.
+Any metric function also accepts a `Vectors` (the batch centred once in float64 on a device, with its Gram
+matrix, Lanczos top eigenvalues and the float32 eigendecomposition behind I(W) cached) to share work.
 From the shell: `shape-metrics vectors.npy` (see `cli`).
 """
 

@@ -69,9 +69,11 @@ def compute_metrics(X, metrics=ALL_METRICS, *, batch_size: int = 4096, n_batches
     with `seed` and cut into `n_batches` consecutive batches (default floor(n / batch_size); the remaining rows
     are not used). Each batch gets one value per metric (see `MetricsResult`).
 
-    Per batch: the vectors are centred in float64 on `device` ("auto": CUDA when available); anisotropy, I(W) and
-    IsoScore share one float64 Gram matrix; the four ID estimators share one exact k-nearest-neighbour search
-    (k = the largest order they need, 100 for MoM) on the batch with repeated vectors removed (counted in
+    Per batch: the vectors are centred once in float64 on `device` ("auto": CUDA when available); anisotropy, I(W)
+    and IsoScore share one float64 Gram matrix (anisotropy takes its top eigenvalue by block Lanczos, IsoScore its
+    trace and Frobenius norm, I(W) the batch's one full eigendecomposition, in float32); the four ID estimators
+    share one exact k-nearest-neighbour search (k = the largest order they need, 100 for MoM) on the batch with
+    repeated vectors removed (counted in
     info["duplicates_removed"]); the other metrics keep repeated vectors, which are genuine samples of the
     distribution. `context` (e.g. "model pythia-70m, checkpoint step1000, layer 3") starts every error message.
     At n = 4096 all ID estimators badly underestimate high dimensions (isotropic Gaussian in D = 768: TwoNN ~163,

@@ -20,13 +20,13 @@ def average_cosine(X, centred: bool = False, device: str | torch.device = "auto"
     anisotropy, which ignores the offset.
     """
     vectors = Vectors.of(X, device)
-    rows = vectors.centred if centred else vectors.centred + vectors.mean
-    norms = torch.linalg.vector_norm(rows, dim=1)
+    norms = torch.linalg.vector_norm(vectors.centred if centred else vectors.centred + vectors.mean, dim=1)
     nonzero = norms > 0
     n = int(nonzero.sum())
     if n < vectors.n:
         logger.warning("average cosine: leaving out %d zero vectors of %d", vectors.n - n, vectors.n)
     if n < 2:
         raise ValueError(f"the average cosine needs at least 2 nonzero vectors, got {n}")
-    unit_sum = (rows[nonzero] / norms[nonzero, None]).sum(0)
+    weights = torch.where(nonzero, 1 / norms, 0.0)  # sum_i u_i = Xc^T w (+ mean sum_i w_i): no n x D temporary
+    unit_sum = vectors.centred.T @ weights + (0 if centred else vectors.mean * weights.sum())
     return float((unit_sum.square().sum() - n) / (n * (n - 1)))

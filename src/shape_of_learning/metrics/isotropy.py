@@ -13,6 +13,11 @@ def isotropy_iw(X, device: str | torch.device = "auto") -> float:
     result does not depend on the eigensolver's sign choice. log Z is computed with logsumexp (hidden states
     have norms in the hundreds and a plain exp overflows) and the ratio as exp(min log Z - max log Z).
 
+    Cost: the one full eigendecomposition of the batch (`Vectors.eigh_uncentred`, D x D, float32, on the device;
+    I(W) needs every eigenvector by definition), then log Z(u) for all 2 D directions from one n x D x D matrix
+    product P = Xc V and a logsumexp over the rows of P and -P: u^T w_i = (Xc V)_iu + u^T mean, the offset added
+    in float64 after the logsumexp.
+
     Near 1 for an isotropic cloud of unit scale around the origin when n >> D, and near 0 for a common offset.
     Unlike the other metrics it depends on the scale of the vectors (multiplying W by c multiplies the exponents
     by c) and on n / D: a standard Gaussian sample with n = 4096, D = 768 gives about 0.40, because the sample
@@ -20,8 +25,8 @@ def isotropy_iw(X, device: str | torch.device = "auto") -> float:
     """
     vectors = Vectors.of(X, device)
     _, eigenvectors = vectors.eigh_uncentred
-    projections = vectors.centred32 @ eigenvectors.float()  # u^T (w_i - mean) for every u
-    offsets = vectors.mean @ eigenvectors  # u^T mean, added in float64
+    projections = vectors.centred32 @ eigenvectors  # u^T (w_i - mean) for every u
+    offsets = vectors.mean @ eigenvectors.double()  # u^T mean, added in float64
     log_z = torch.cat([
         torch.logsumexp(projections, dim=0).double() + offsets,
         torch.logsumexp(-projections, dim=0).double() - offsets,
@@ -36,8 +41,10 @@ def isoscore(X, device: str | torch.device = "auto") -> float:
     eigenvalues lambda of the covariance); normalise it to norm sqrt(D); isotropy defect
     delta = |Sigma_hat - 1| / sqrt(2 (D - sqrt(D))); fraction of dimensions used
     phi = (D - delta^2 (D - sqrt(D)))^2 / D^2; IsoScore = (D phi - 1) / (D - 1). The steps simplify exactly to
-    (PR - 1) / (D - 1), with PR = (sum lambda)^2 / sum lambda^2 the participation ratio, which is how it is
-    computed here (trace and Frobenius norm of the covariance, no eigendecomposition).
+    (PR - 1) / (D - 1), with PR = (sum lambda)^2 / sum lambda^2 the participation ratio. No eigendecomposition is
+    needed: for the symmetric covariance C, sum_i lambda_i = trace(C) and sum_i lambda_i^2 = trace(C^2) = ||C||_F^2,
+    so PR = trace(C)^2 / ||C||_F^2, read from the batch's float64 Gram matrix Xc^T Xc = (n - 1) C (the factor
+    cancels) in O(D^2).
 
     1 when the variance is spread equally over all D axes, 0 when all vectors lie on one line. A finite sample
     of an isotropic Gaussian gives PR ~ D / (1 + D / n), so n must be large compared with D to approach 1.
