@@ -213,6 +213,20 @@ def test_duplicates_are_removed_and_counted():
     assert result.info["duplicates_removed"] == {"total": 50, "per_batch": [50]}
 
 
+def test_a_batch_with_few_distinct_vectors_caps_k_like_skdim(caplog):
+    # The embedding layer of a byte-level model: 512 token vectors, only 60 distinct.
+    X = np.repeat(gaussian(60, 8, 18), [9] * 32 + [8] * 28, axis=0)
+    result = compute_metrics(X, ["id_twonn", "id_mada", "id_mom"], batch_size=512, context="layer 0")
+    values = result.values.set_index("metric")["value"]
+    unique, _ = deduplicate(X)
+    assert result.info["duplicates_removed"]["total"] == 512 - 60
+    assert values["id_mom"] == pytest.approx(mom(knn_distances(unique, 59), k=59), rel=1e-9)
+    assert values["id_mada"] == pytest.approx(mada(knn_distances(unique, 20)), rel=1e-9)
+    assert "layer 0: batch 0 has 60 distinct vectors; MADA and MoM use k = 59" in caplog.text
+    with pytest.raises(ValueError, match="only 2 distinct vectors of 512"):
+        compute_metrics(np.repeat(gaussian(2, 8, 19), 256, axis=0), ["id_twonn"], batch_size=512)
+
+
 def test_one_neighbour_search_per_batch_feeds_every_id_estimator(monkeypatch):
     calls = []
     search = batches.knn_distances

@@ -11,7 +11,7 @@ from tqdm.auto import tqdm
 
 from .anisotropy import anisotropy
 from .cosine import average_cosine
-from .intrinsic_dimension import ESTIMATORS, NEIGHBOURS_NEEDED
+from .intrinsic_dimension import ESTIMATORS, NEIGHBOURS_NEEDED, estimate_id
 from .isotropy import isoscore, isotropy_iw
 from .neighbours import deduplicate, knn_distances
 from .vectors import Vectors, resolve_device
@@ -75,7 +75,8 @@ def compute_metrics(X, metrics=ALL_METRICS, *, batch_size: int = 4096, n_batches
     share one exact k-nearest-neighbour search (k = the largest order they need, 100 for MoM) on the batch with
     repeated vectors removed (counted in
     info["duplicates_removed"]); the other metrics keep repeated vectors, which are genuine samples of the
-    distribution. `context` (e.g. "model pythia-70m, checkpoint step1000, layer 3") starts every error message.
+    distribution. A batch with fewer distinct vectors than k + 1 runs MADA and MoM with k = (distinct vectors - 1),
+    as scikit-dimension does, and logs a warning. `context` (e.g. "model pythia-70m, checkpoint step1000, layer 3") starts every error message.
     At n = 4096 all ID estimators badly underestimate high dimensions (isotropic Gaussian in D = 768: TwoNN ~163,
     MADA ~141, MoM ~119), a property of the estimators, not a bug (see `intrinsic_dimension`). Summary std over
     batches: ddof = 1, NaN for a single batch.
@@ -115,11 +116,15 @@ def compute_metrics(X, metrics=ALL_METRICS, *, batch_size: int = 4096, n_batches
         removed = 0
         if neighbours:
             unique, removed = deduplicate(vectors)
-            if unique.n <= neighbours:
+            if unique.n < 3:
                 raise ValueError(f"{context}: batch {batch} has only {unique.n} distinct vectors of {batch_size}; "
-                                 f"the ID estimators need at least {neighbours + 1}")
-            distances = knn_distances(unique, neighbours)
-            values |= {m: ESTIMATORS[m](distances) for m in metrics if m in ESTIMATORS}
+                                 "the ID estimators need at least 3")
+            k = min(neighbours, unique.n - 1)
+            if k < neighbours:  # e.g. the embedding layer of a byte-level model: at most 256 distinct vectors
+                logger.warning("%s: batch %d has %d distinct vectors; MADA and MoM use k = %d neighbours instead "
+                               "of their defaults", context, batch, unique.n, k)
+            distances = knn_distances(unique, k)
+            values |= {m: estimate_id(m, distances) for m in metrics if m in ESTIMATORS}
         duplicates.append(removed)
         rows += [(m, batch, values[m]) for m in metrics]
         logger.debug("%s: batch %d done, %d duplicates removed", context, batch, removed)
