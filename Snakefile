@@ -9,9 +9,10 @@ from snakemake.utils import min_version
 
 min_version("9.0")
 
-# Rule scripts import the project's package from src/ without an install step (local, conda and SLURM jobs alike).
+# Rule scripts import the project's package from src/ without an install step (local, conda and SLURM jobs alike):
+# exported to every job's environment, not read from it.
 SRC = str(Path(workflow.basedir) / "src")
-os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [SRC, os.environ.get("PYTHONPATH")]))
+os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [SRC, os.environ.get("PYTHONPATH")])))
 sys.path.insert(0, SRC)
 from shape_of_learning.experiment import validate_config  # noqa: E402
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from shape_of_learning.experiment import load_config, plan
+from shape_of_learning.experiment import layers_in_group, load_config, plan, validate_config
 from shape_of_learning.verify import problems
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,6 +50,16 @@ def test_dry_run_fans_out_one_extraction_per_checkpoint_and_one_metrics_job_per_
     assert jobs["figure_profile_across_checkpoints"] == 2
 
 
+def test_layers_per_job_batches_consecutive_layers_into_one_metrics_job(tmp_path):
+    config = yaml.safe_load((REPO / "presets/demo.yaml").read_text())
+    config["metrics"]["layers_per_job"] = 3
+    jobs = planned_jobs(write_config(config, tmp_path / "batched.yaml"), tmp_path)
+    # demo-pythia and demo-bert: 9 checkpoints x layers 0-2, 3-4; MiniLM: layers 0-2, 3-5, 6
+    assert jobs["layer_metrics"] == 9 * 2 * 2 + 3
+    assert plan(validate_config(config)).layer_groups("all-MiniLM-L6-v2") == ["0-2", "3-5", "6"]
+    assert [list(layers_in_group(g)) for g in ("0-2", "6")] == [[0, 1, 2], [6]]
+
+
 def test_adding_a_model_entry_adds_exactly_its_jobs(tmp_path):
     config = yaml.safe_load((REPO / "presets/demo.yaml").read_text())
     before = planned_jobs(write_config(config, tmp_path / "before.yaml"), tmp_path)
@@ -72,6 +82,7 @@ def test_paper_config_plans_every_figure_offline(tmp_path):
     jobs = planned_jobs(REPO / "config.yaml", tmp_path)
     experiment = plan(load_config(REPO / "config.yaml"))
     assert jobs["extract_hidden_states"] == sum(len(c) for c in experiment.checkpoints.values())
+    assert jobs["layer_metrics"] == sum(len(c) * len(experiment.layer_groups(m)) for m, c in experiment.checkpoints.items())
     assert len(experiment.checkpoints["pythia-2.8b"]) == 26
     assert {"figure_anisotropy_by_layer", "figure_profile_across_checkpoints", "figure_id_across_checkpoints",
             "figure_id_estimators"} <= set(jobs)

@@ -59,6 +59,7 @@ class Figure:
 class Experiment:
     models: dict[str, dict]
     checkpoints: dict[str, list[Checkpoint]]
+    layers_per_job: int = 1
     figures: list[Figure] = field(default_factory=list)
 
     def checkpoint(self, model: str, name: str) -> Checkpoint:
@@ -71,11 +72,24 @@ class Experiment:
         """Hidden states of one forward pass: the embedding output (0) and every block's output (1..layers)."""
         return range(self.models[model]["layers"] + 1)
 
+    def layer_groups(self, model: str) -> list[str]:
+        """The layers of each metrics job, as named in its output: "3", or "0-7" with metrics.layers_per_job: 8."""
+        layers, size = self.layers(model), self.layers_per_job
+        chunks = [layers[i:i + size] for i in range(0, len(layers), size)]
+        return [str(c[0]) if len(c) == 1 else f"{c[0]}-{c[-1]}" for c in chunks]
+
+
+def layers_in_group(group: str) -> range:
+    """Inverse of `Experiment.layer_groups`: "3" -> range(3, 4), "0-7" -> range(0, 8)."""
+    first, _, last = group.partition("-")
+    return range(int(first), int(last or first) + 1)
+
 
 def plan(config: dict, results_dir: str = "results") -> Experiment:
     """Expand a validated config into checkpoints and figures; cross-references the schema cannot check fail here."""
     models = config["models"]
-    experiment = Experiment(models, {name: checkpoints(name, entry, results_dir) for name, entry in models.items()})
+    experiment = Experiment(models, {name: checkpoints(name, entry, results_dir) for name, entry in models.items()},
+                            config["metrics"]["layers_per_job"])
     computed = set(config["metrics"]["names"])
     figures = config.get("figures", {})
 

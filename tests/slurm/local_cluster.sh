@@ -71,6 +71,11 @@ stop() {
         [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true
     done
     pkill -x munged 2>/dev/null || true
+    # With the config left in place, every later `import snakemake` (its SLURM plugin) waits ~10 s for a controller.
+    for link in /etc/slurm/slurm.conf /etc/slurm/gres.conf; do
+        [ "$(readlink "$link")" = "$CONF_DIR/$(basename "$link")" ] && rm -f "$link"
+    done
+    return 0
 }
 
 "${1:?usage: $0 start|stop}"

@@ -9,7 +9,7 @@ ENV = "../../envs/pipeline.yaml"
 wildcard_constraints:
     model=r"[A-Za-z0-9._-]+",
     checkpoint=r"[A-Za-z0-9._-]+",
-    layer=r"\d+",
+    layers=r"\d+(-\d+)?",
 
 
 def all_checkpoints():
@@ -19,9 +19,9 @@ def all_checkpoints():
 PINS = [f"results/lock/{model}/{ckpt.name}.json" for model, ckpt in all_checkpoints()]
 MANIFESTS = [f"results/manifests/{model}/{ckpt.name}.json" for model, ckpt in all_checkpoints()]
 LAYER_METRICS = [
-    f"results/metrics/{model}/{ckpt.name}/layer_{layer}.parquet"
+    f"results/metrics/{model}/{ckpt.name}/layer_{layers}.parquet"
     for model, ckpt in all_checkpoints()
-    for layer in EXPERIMENT.layers(model)
+    for layers in EXPERIMENT.layer_groups(model)
 ]
 FIGURES = [f"results/figures/{fig.name}.{ext}" for fig in EXPERIMENT.figures for ext in ("png", "pdf")]
 
@@ -37,3 +37,21 @@ def trained_model_dir(wildcards):
 
 def resource(rule_name, key):
     return config["resources"][rule_name][key]
+
+
+def shards_dir(path):
+    """Hidden-state shards are temporary unless extraction.keep_embeddings: at the paper's scale they are terabytes."""
+    return path if config["extraction"]["keep_embeddings"] else temp(path)
+
+
+def figure_spec(name):
+    return next(fig for fig in EXPERIMENT.figures if fig.name == name)
+
+
+def figure_outputs(stem, caption, **labels):
+    return {
+        "png": report(f"results/figures/{stem}.png", caption=f"../report/{caption}", category="Figures",
+                      labels={"figure": labels.pop("figure"), **labels}),
+        "pdf": f"results/figures/{stem}.pdf",
+    }
+

@@ -1,10 +1,6 @@
 # Extraction: one job per (model, checkpoint); one forward pass writes one Parquet shard per layer.
 
 
-def shards_dir(path):
-    return path if config["extraction"]["keep_embeddings"] else temp(path)
-
-
 rule extract_hidden_states:
     input:
         windows=f"{CORPUS}/windows.parquet",

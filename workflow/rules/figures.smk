@@ -1,18 +1,6 @@
 # Figures: one rule per figure of the paper; each reads only the tidy summary table, never recomputes a metric.
 
 
-def figure_spec(name):
-    return next(fig for fig in EXPERIMENT.figures if fig.name == name)
-
-
-def figure_outputs(stem, caption, **labels):
-    return {
-        "png": report(f"results/figures/{stem}.png", caption=f"../report/{caption}", category="Figures",
-                      labels={"figure": labels.pop("figure"), **labels}),
-        "pdf": f"results/figures/{stem}.pdf",
-    }
-
-
 rule figure_anisotropy_by_layer:
     input:
         "results/tables/summary.parquet",

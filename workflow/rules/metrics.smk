@@ -1,4 +1,4 @@
-# Metrics: one job per (model, checkpoint, layer), then one tidy table for every figure.
+# Metrics: one job per (model, checkpoint, layer) or per metrics.layers_per_job layers, then one tidy table.
 
 
 rule layer_metrics:
@@ -6,7 +6,7 @@ rule layer_metrics:
         shards="results/embeddings/{model}/{checkpoint}",
         manifest="results/manifests/{model}/{checkpoint}.json",
     output:
-        "results/metrics/{model}/{checkpoint}/layer_{layer}.parquet",
+        "results/metrics/{model}/{checkpoint}/layer_{layers}.parquet",
     params:
         metrics=config["metrics"],
         kind=lambda wildcards: EXPERIMENT.models[wildcards.model]["kind"],
@@ -15,9 +15,9 @@ rule layer_metrics:
         mem_mb=resource("metrics", "mem_mb"),
         runtime=resource("metrics", "runtime"),
     log:
-        "logs/metrics/{model}/{checkpoint}/layer_{layer}.log",
+        "logs/metrics/{model}/{checkpoint}/layer_{layers}.log",
     benchmark:
-        "results/benchmarks/metrics/{model}/{checkpoint}/layer_{layer}.tsv"
+        "results/benchmarks/metrics/{model}/{checkpoint}/layer_{layers}.tsv"
     conda:
         ENV
     script:

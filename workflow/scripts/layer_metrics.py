@@ -1,16 +1,22 @@
 import json
 from pathlib import Path
 
+import pandas as pd
+
+from shape_of_learning.experiment import layers_in_group
 from shape_of_learning.jobs import job_logging
 from shape_of_learning.tables import layer_metrics_table
 
 with job_logging(snakemake):
-    layer = int(snakemake.wildcards.layer)
-    table = layer_metrics_table(
-        Path(snakemake.input.shards) / f"layer_{layer}.parquet",
-        json.loads(Path(snakemake.input.manifest).read_text()),
-        layer=layer,
-        kind=snakemake.params.kind,
-        settings=snakemake.params.metrics,
-    )
-    table.to_parquet(snakemake.output[0], index=False)
+    manifest = json.loads(Path(snakemake.input.manifest).read_text())
+    tables = [
+        layer_metrics_table(
+            Path(snakemake.input.shards) / f"layer_{layer}.parquet",
+            manifest,
+            layer=layer,
+            kind=snakemake.params.kind,
+            settings=snakemake.params.metrics,
+        )
+        for layer in layers_in_group(snakemake.wildcards.layers)
+    ]
+    pd.concat(tables, ignore_index=True).to_parquet(snakemake.output[0], index=False)
