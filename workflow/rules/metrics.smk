@@ -14,6 +14,7 @@ rule layer_metrics:
     resources:
         mem_mb=resource("metrics", "mem_mb"),
         runtime=resource("metrics", "runtime"),
+        gpu=resource("metrics", "gpus"),
     log:
         "logs/metrics/{model}/{checkpoint}/layer_{layers}.log",
     benchmark:

@@ -13,6 +13,7 @@ rule train_model:
     resources:
         mem_mb=resource("train", "mem_mb"),
         runtime=resource("train", "runtime"),
+        gpu=resource("train", "gpus"),
     log:
         "logs/models/train_{model}.log",
     benchmark:
