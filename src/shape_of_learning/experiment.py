@@ -42,6 +42,11 @@ class Figure:
     arguments: dict  # models=/model= and metric=/metrics=, as the plotting function names them
 
     @property
+    def outputs(self) -> list[str]:
+        """The PNG and the PDF, relative to the workflow's working directory."""
+        return [f"results/figures/{self.name}.{ext}" for ext in ("png", "pdf")]
+
+    @property
     def models(self) -> list[str]:
         return self.arguments["models"] if "models" in self.arguments else [self.arguments["model"]]
 

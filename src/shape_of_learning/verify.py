@@ -28,7 +28,7 @@ def problems(config: dict, workdir: Path) -> list[str]:
     """What is missing or wrong in `workdir/results` for this config; empty when the run is complete."""
     experiment = plan(config)
     found = []
-    figures = [workdir / f"results/figures/{fig.name}.{ext}" for fig in experiment.figures for ext in ("png", "pdf")]
+    figures = [workdir / path for fig in experiment.figures for path in fig.outputs]
     found += [f"missing or empty figure {path}" for path in figures if not path.is_file() or path.stat().st_size == 0]
     table = workdir / "results/tables/metrics.parquet"
     if not table.is_file():

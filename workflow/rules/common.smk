@@ -23,7 +23,7 @@ LAYER_METRICS = [
     for model, ckpt in all_checkpoints()
     for layers in EXPERIMENT.layer_groups(model)
 ]
-FIGURES = [f"results/figures/{fig.name}.{ext}" for fig in EXPERIMENT.figures for ext in ("png", "pdf")]
+FIGURES = [path for fig in EXPERIMENT.figures for path in fig.outputs]
 
 
 def model_entry(wildcards):
