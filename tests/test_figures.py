@@ -17,7 +17,8 @@ def bell(num_layers: int, height: float) -> np.ndarray:
 
 def rows(model, kind, checkpoint, step, metric, means, std):
     return pd.DataFrame({"model": model, "kind": kind, "checkpoint": checkpoint, "step": step,
-                         "layer": np.arange(len(means)), "num_layers": len(means) - 1, "metric": metric,
+                         "layer": np.arange(len(means)), "num_layers": len(means) - 1, "after_final_norm": False,
+                         "metric": metric, "identical_to": None, "shared_files": None,
                          "mean": means, "std": std, "batches": 4})
 
 

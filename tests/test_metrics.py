@@ -244,7 +244,8 @@ def test_batches_summary_and_info():
     assert summary.loc["id_mom", "std"] == pytest.approx(per_batch.std(ddof=1))
     assert result.info | {"seconds": 0} == {
         "vectors": 1000, "dimension": 10, "batch_size": 300, "batches": 3, "metrics": list(ALL_METRICS),
-        "duplicates_removed": {"total": 0, "per_batch": [0, 0, 0]}, "device": "cpu", "seconds": 0}
+        "duplicates_removed": {"total": 0, "per_batch": [0, 0, 0]}, "device": "cpu", "twonn_discard_fraction": 0.1,
+        "seconds": 0}
     single = compute_metrics(gaussian(400, 10, 17), ["isoscore"], batch_size=300).summary()
     assert np.isnan(single.loc[0, "std"])
 
@@ -294,3 +295,12 @@ def test_cli_reads_a_parquet_shard_and_names_its_layer_in_errors(tmp_path, capsy
         compute_metrics(X, ["anisotropy"], batch_size=250).summary()["mean"][0], rel=1e-6)
     with pytest.raises(SystemExit, match="model tiny, checkpoint step8, layer 0, .*: 500 vectors are fewer"):
         cli.main([str(path)])
+
+
+def test_twonn_discard_fraction_reaches_the_estimator():
+    X = gaussian(600, 8, 5)
+    distances = knn_distances(deduplicate(X)[0], 2)
+    for fraction in (0.0, 0.1, 0.3):
+        found = compute_metrics(X, ["id_twonn"], batch_size=600, twonn_discard_fraction=fraction).values["value"]
+        assert found.item() == pytest.approx(twonn(distances, discard_fraction=fraction), rel=1e-9)
+    assert twonn(distances, 0.0) != pytest.approx(twonn(distances, 0.3), rel=1e-3)

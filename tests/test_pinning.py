@@ -1,5 +1,5 @@
-"""Pinning: Hub revisions to commit shas (HfApi monkeypatched), the offline cache fallback, local weight hashes and
-the identical-checkpoint flag."""
+"""Pinning: Hub revisions to commit shas (HfApi monkeypatched), revisions checked against the repository's refs, the
+offline cache fallback, weight formats, local weight hashes and the whole/partial duplicate flags."""
 
 import hashlib
 import shutil
@@ -10,22 +10,27 @@ from huggingface_hub import constants
 from huggingface_hub.errors import OfflineModeIsEnabled
 
 from shape_of_learning import pinning
-from shape_of_learning.pinning import identical_checkpoints, pin
+from shape_of_learning.pinning import MissingRevisionError, duplicate_checkpoints, nearest_refs, pin
 from shape_of_learning.registry import Checkpoint, checkpoints
 
 SHA = "a" * 40
 PYTHIA_STEP1000 = Checkpoint("pythia-70m", "step1000", "hub", "EleutherAI/pythia-70m", "step1000", 1000)
 
 
-def fake_hub(monkeypatch, siblings=None, error=None):
-    """Replace HfApi with one whose model_info returns `siblings` or raises `error`; returns the calls made."""
+def fake_hub(monkeypatch, siblings=None, error=None, branches=("main", "step0", "step1000", "step2000")):
+    """Replace HfApi with one whose model_info returns `siblings` or raises `error`, and whose repository has
+    `branches`; returns the calls made."""
     calls = []
 
     class FakeApi:
-        def model_info(self, repo, revision, files_metadata):
-            calls.append((repo, revision, files_metadata))
+        def list_repo_refs(self, repo):
+            calls.append(("refs", repo))
             if error:
                 raise error
+            return SimpleNamespace(branches=[SimpleNamespace(name=b) for b in branches], tags=[])
+
+        def model_info(self, repo, revision, files_metadata):
+            calls.append((repo, revision, files_metadata))
             return SimpleNamespace(sha=SHA, siblings=siblings)
 
     monkeypatch.setattr(pinning, "HfApi", FakeApi)
@@ -36,22 +41,44 @@ def lfs_file(name, sha256):
     return SimpleNamespace(rfilename=name, lfs=SimpleNamespace(sha256=sha256), blob_id="b" * 40)
 
 
-def test_hub_pin_records_commit_and_lfs_hashes_in_one_call(monkeypatch):
+def test_hub_pin_records_commit_format_and_lfs_hashes_without_downloading(monkeypatch):
     calls = fake_hub(monkeypatch, [lfs_file("model.safetensors", "1" * 64), lfs_file("pytorch_model.bin", "2" * 64),
                                    SimpleNamespace(rfilename="config.json", lfs=None, blob_id="c" * 40)])
-    pinned = pin(PYTHIA_STEP1000)
-    assert calls == [("EleutherAI/pythia-70m", "step1000", True)]
+    pinned = pin(PYTHIA_STEP1000)  # auto: safetensors where the revision has them
+    assert calls == [("refs", "EleutherAI/pythia-70m"), ("EleutherAI/pythia-70m", "step1000", True)]
     assert pinned["commit_sha"] == SHA and pinned["weights"] == {"model.safetensors": "1" * 64}
+    assert pinned["weights_format"] == "safetensors"
     assert pinned["weights_digest"] == hashlib.sha256(f"model.safetensors:{'1' * 64}\n".encode()).hexdigest()
     assert {k: pinned[k] for k in ("model", "checkpoint", "step", "source", "location", "revision")} == dict(
         model="pythia-70m", checkpoint="step1000", step=1000, source="hub", location="EleutherAI/pythia-70m",
         revision="step1000")
+    as_pytorch = pin(PYTHIA_STEP1000, "pytorch")  # upstream's safetensors known bad (EleutherAI/pythia#205)
+    assert as_pytorch["weights_format"] == "pytorch" and as_pytorch["weights"] == {"pytorch_model.bin": "2" * 64}
 
 
-def test_hub_revision_without_safetensors_is_refused(monkeypatch):
-    fake_hub(monkeypatch, [lfs_file("pytorch_model.bin", "2" * 64)])
-    with pytest.raises(ValueError, match=r"no \.safetensors weights in EleutherAI/pythia-70m@step1000.*safetensors"):
-        pin(PYTHIA_STEP1000)
+def test_pytorch_only_revision_pins_its_bin_files_and_safetensors_only_is_refused(monkeypatch):
+    fake_hub(monkeypatch, [lfs_file("pytorch_model-00001-of-00002.bin", "2" * 64),
+                           lfs_file("pytorch_model-00002-of-00002.bin", "3" * 64),
+                           lfs_file("training_args.bin", "4" * 64)])
+    pinned = pin(PYTHIA_STEP1000)
+    assert pinned["weights_format"] == "pytorch"
+    assert pinned["weights"] == {"pytorch_model-00001-of-00002.bin": "2" * 64,
+                                 "pytorch_model-00002-of-00002.bin": "3" * 64}
+    with pytest.raises(ValueError, match=r"pythia-70m/step1000 .*no safetensors weight files.*set `weights: pytorch`"):
+        pin(PYTHIA_STEP1000, "safetensors")
+
+
+def test_a_revision_the_repository_lacks_is_named_with_the_nearest_existing_ones(monkeypatch):
+    calls = fake_hub(monkeypatch, [lfs_file("model.safetensors", "1" * 64)],
+                     branches=["main", "step0", "step512", "step1000", "step2000", "step3000", "step9000"])
+    missing = Checkpoint("pythia-70m", "step1600", "hub", "EleutherAI/pythia-70m", "step1600", 1600)
+    with pytest.raises(MissingRevisionError, match=r"EleutherAI/pythia-70m has no revision 'step1600' \(on the Hub\); "
+                                                   r"nearest existing: step512, step1000, step2000, step3000"):
+        pin(missing)
+    assert len(calls) == 1  # refused before asking for the revision's files
+    assert nearest_refs("global_step600000", ["global_step1000", "global_step300000", "main"], 1) == [
+        "global_step300000"]
+    assert nearest_refs("mian", ["main", "step0"], 1) == ["main"]
 
 
 def test_offline_pin_reads_the_hf_cache(monkeypatch, tmp_path):
@@ -67,6 +94,9 @@ def test_offline_pin_reads_the_hf_cache(monkeypatch, tmp_path):
     (repo / "snapshots" / SHA / "model.safetensors").symlink_to(repo / "blobs" / blob_sha)
     pinned = pin(PYTHIA_STEP1000)
     assert pinned["commit_sha"] == SHA and pinned["weights"] == {"model.safetensors": blob_sha}
+    with pytest.raises(MissingRevisionError, match=r"no revision 'step2000' \(in the local cache .*nearest existing: "
+                                                   r"step1000"):
+        pin(Checkpoint("pythia-70m", "step2000", "hub", "EleutherAI/pythia-70m", "step2000", 2000))
 
 
 def test_offline_pin_without_cache_says_how_to_prefetch(monkeypatch, tmp_path):
@@ -76,7 +106,7 @@ def test_offline_pin_without_cache_says_how_to_prefetch(monkeypatch, tmp_path):
         pin(PYTHIA_STEP1000)
 
 
-def test_local_directory_hashes_and_identical_checkpoints(tmp_path):
+def test_local_directory_hashes_and_duplicate_checkpoints(tmp_path):
     for step, payload in ((0, b"A"), (1, b"A"), (2, b"B"), (3, b"A")):
         directory = tmp_path / "models" / "demo" / f"step{step}"
         directory.mkdir(parents=True)
@@ -88,16 +118,32 @@ def test_local_directory_hashes_and_identical_checkpoints(tmp_path):
     assert pins[0]["commit_sha"] is None
     assert pins[0]["weights"] == {"model.safetensors": hashlib.sha256(b"A").hexdigest()}
     demo, other = pins[:4], pins[4:]
-    assert identical_checkpoints(demo[::-1]) == {"step1": "step0", "step3": "step0"}  # earliest by step, not order
-    assert identical_checkpoints(other) == {"step1": "step0", "step3": "step0"}
+    whole = {"step0": {"identical_to": "step1", "shared_files": {}}, "step1": {"identical_to": "step0", "shared_files": {}},
+             "step3": {"identical_to": "step0", "shared_files": {}}}  # every member of the group, earliest other named
+    assert duplicate_checkpoints(demo[::-1]) == whole  # by step, not list order
+    assert duplicate_checkpoints(other) == whole
     with pytest.raises(ValueError, match=r"one model; got \['demo', 'other'\]"):
-        identical_checkpoints(pins)
+        duplicate_checkpoints(pins)
+
+
+def test_a_checkpoint_sharing_one_shard_is_a_partial_duplicate():
+    def sharded(name, step, first, second):
+        weights = {"pytorch_model-00001-of-00002.bin": first, "pytorch_model-00002-of-00002.bin": second}
+        return {"model": "pythia-12b", "checkpoint": name, "step": step, "weights": weights,
+                "weights_digest": first + second}
+
+    # EleutherAI/pythia#206: step50000 serves the final model's first shard, its second shard is its own
+    pins = [sharded("step49000", 49000, "a", "b"), sharded("step50000", 50000, "f", "c"),
+            sharded("step143000", 143000, "f", "g")]
+    assert duplicate_checkpoints(pins) == {
+        "step50000": {"identical_to": None, "shared_files": {"pytorch_model-00001-of-00002.bin": "step143000"}},
+        "step143000": {"identical_to": None, "shared_files": {"pytorch_model-00001-of-00002.bin": "step50000"}}}
 
 
 def test_local_directory_errors(tmp_path):
     missing = Checkpoint("m", "main", "local", str(tmp_path / "nope"), None, -1)
     with pytest.raises(FileNotFoundError, match="m/main: model directory .*nope does not exist"):
         pin(missing)
-    (tmp_path / "pytorch_model.bin").write_bytes(b"pickle")
-    with pytest.raises(ValueError, match="no .safetensors weights"):
+    (tmp_path / "model.bin").write_bytes(b"pickle")
+    with pytest.raises(ValueError, match=r"m/main .*no weight files among its 0 files \(found: none\)"):
         pin(Checkpoint("m", "main", "local", str(tmp_path), None, -1))

@@ -111,14 +111,15 @@ def test_errors_name_the_model_and_the_fix(model, entry, message):
 def test_schema_accepts_the_examples_and_fills_defaults(entry):
     filled = copy.deepcopy(entry)
     validate(filled, SCHEMA)
-    assert {k: filled[k] for k in ("dtype", "batch_size", "max_length", "trust_remote_code")} == dict(
-        dtype="auto", batch_size=8, max_length=512, trust_remote_code=False)
+    assert {k: filled[k] for k in ("dtype", "weights", "batch_size", "max_length", "trust_remote_code")} == dict(
+        dtype=None, weights="auto", batch_size=8, max_length=512, trust_remote_code=False)
     assert filled.get("tokenizer") == entry.get("tokenizer")
 
 
 @pytest.mark.parametrize("entry", [
     {**OLMO, "path": "/x"},  # two sources
     {**OLMO, "dtype": "int8"},
+    {**OLMO, "weights": "pickle"},
     {**OLMO, "unknown_key": 1},
     {**OLMO, "checkpoints": {"schedule": {"last": 10, "every": 5, "bogus": 1}}},
     {"hub_id": "gpt2", "kind": "decoder"},  # layers missing

@@ -99,7 +99,7 @@ def plan(config: dict, results_dir: str = "results") -> Experiment:
     figures = config.get("figures", {})
 
     def figure(name, function, **arguments):
-        fig = Figure(name, function, arguments)
+        fig = Figure(name, function, {**arguments, "duplicates": figures["duplicates"]})
         unknown = [m for m in fig.models if m not in models]
         if unknown:
             raise ValueError(
@@ -121,9 +121,11 @@ def plan(config: dict, results_dir: str = "results") -> Experiment:
                metric=spec["metric"])
     if "id_across_checkpoints" in figures:
         spec = figures["id_across_checkpoints"]
-        figure("id_across_checkpoints", "id_across_checkpoints", models=spec["models"], metric=spec["metric"])
+        figure("id_across_checkpoints", "id_across_checkpoints", models=spec["models"], metric=spec["metric"],
+               layer_average_over=figures["layer_average"])
     if "id_estimators" in figures:
         spec = figures["id_estimators"]
         for model in spec["models"]:
-            figure(f"id_estimators_{model}", "id_estimators", model=model, metrics=spec["metrics"])
+            figure(f"id_estimators_{model}", "id_estimators", model=model, metrics=spec["metrics"],
+                   layer_average_over=figures["layer_average"])
     return experiment

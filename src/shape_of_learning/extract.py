@@ -8,6 +8,7 @@ vectors. Shards stream to disk one batch at a time and appear only when the whol
 
 import logging
 import os
+import pickle
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
@@ -43,13 +44,15 @@ def last_layer_after_final_norm(config) -> bool | None:
 
 def extract(checkpoint: Checkpoint, entry: dict, windows: list[str], n_tokens: int, out_dir: Path, *,
             pin: dict | None = None, special_tokens: str = "exclude", store_dtype: str = "float16",
-            device: str = "auto") -> dict:
+            device: str = "auto", dtype: str = "auto") -> dict:
     """Write ``out_dir/layer_{0..L}.parquet`` with `n_tokens` token vectors each and return the job's manifest.
 
     `entry` is the model's config entry (``layers``, ``batch_size``, ``max_length``, ``dtype``, ``tokenizer``,
-    ``trust_remote_code``); `pin` is :func:`shape_of_learning.pinning.pin` of the checkpoint (computed if None) and
-    Hub weights load by its commit sha. ``device="auto"``: CUDA if present, with bf16 (fp16 where the GPU lacks bf16)
-    unless the entry sets ``dtype``; else CPU float32. A model larger than the free GPU memory loads with
+    ``trust_remote_code``); `pin` is :func:`shape_of_learning.pinning.pin` of the checkpoint (computed if None):
+    Hub weights load by its commit sha, in the format it chose (safetensors, or PyTorch files through
+    ``torch.load(weights_only=True)``, which refuses pickled code). ``device="auto"``: CUDA if present, else CPU.
+    `dtype` (extraction.dtype; the entry's own ``dtype`` wins where set): ``auto`` is bf16 on CUDA (fp16 where the
+    GPU lacks bf16) and float32 on CPU. A model larger than the free GPU memory loads with
     ``device_map="auto"``; a CUDA out-of-memory halves the batch and retries.
     """
     name = f"{checkpoint.model}/{checkpoint.name}"
@@ -59,13 +62,13 @@ def extract(checkpoint: Checkpoint, entry: dict, windows: list[str], n_tokens: i
         raise ValueError(f"store_dtype must be one of {sorted(STORE_DTYPES)}, got {store_dtype!r}")
     if n_tokens < 1:
         raise ValueError(f"{name}: n_tokens must be >= 1, got {n_tokens}")
-    pin = pin or pinning.pin(checkpoint)
+    pin = pin or pinning.pin(checkpoint, entry.get("weights", "auto"))
     if (pin["model"], pin["checkpoint"], pin["location"]) != (checkpoint.model, checkpoint.name, checkpoint.location):
         raise ValueError(f"{name}: the pin given is for {pin['model']}/{pin['checkpoint']} at {pin['location']}; "
                          "pass this checkpoint's entry of the lock file")
     revision = pin["commit_sha"]  # None for local directories
     trust_remote_code = entry.get("trust_remote_code", False)
-    device, dtype = _device_and_dtype(entry.get("dtype", "auto"), device)
+    device, dtype = _device_and_dtype(entry.get("dtype") or dtype, device)
     max_length = entry.get("max_length", 512)
 
     config = AutoConfig.from_pretrained(checkpoint.location, revision=revision, trust_remote_code=trust_remote_code)
@@ -86,7 +89,9 @@ def extract(checkpoint: Checkpoint, entry: dict, windows: list[str], n_tokens: i
     pad_id = _pad_id(tokenizer)
 
     started = time.perf_counter()
-    model, input_device = _load_model(checkpoint.location, revision, config, dtype, device, trust_remote_code)
+    weights_format = pin.get("weights_format", "safetensors")  # locks written before PyTorch files were allowed
+    model, input_device = _load_model(checkpoint.location, revision, config, dtype, device, trust_remote_code,
+                                      weights_format, name)
     load_seconds = time.perf_counter() - started
     family = config.model_type
     after_final_norm = last_layer_after_final_norm(config)
@@ -183,10 +188,10 @@ def _device_and_dtype(dtype: str, device: str) -> tuple[str, torch.dtype]:
 
 
 def _load_model(location: str, revision: str | None, config, dtype: torch.dtype, device: str,
-                trust_remote_code: bool):
-    """The base model in eval mode and the device its inputs go to."""
-    kwargs = dict(config=config, revision=revision, dtype=dtype, use_safetensors=True,
-                  trust_remote_code=trust_remote_code)
+                trust_remote_code: bool, weights_format: str = "safetensors", name: str = ""):
+    """The base model in eval mode and the device its inputs go to, from the pinned weight format only."""
+    kwargs = dict(config=config, revision=revision, dtype=dtype, use_safetensors=weights_format == "safetensors",
+                  weights_only=True, trust_remote_code=trust_remote_code)
     if device.startswith("cuda"):
         with torch.device("meta"):  # parameter count without allocating anything
             weight_bytes = sum(p.numel() for p in AutoModel.from_config(config, trust_remote_code=trust_remote_code)
@@ -199,10 +204,20 @@ def _load_model(location: str, revision: str | None, config, dtype: torch.dtype,
             # accelerate would fill the GPU with weights and leave no room for a batch's activations (seen on an
             # H200: out of memory at batch size 1), so weights get 70% of the free memory and the rest goes to CPU
             max_memory = get_max_memory() | {index: int(0.7 * free_bytes)}
-            model = AutoModel.from_pretrained(location, device_map="auto", max_memory=max_memory, **kwargs).eval()
+            model = _from_pretrained(location, name, device_map="auto", max_memory=max_memory, **kwargs)
             return model, model.get_input_embeddings().weight.device
-    model = AutoModel.from_pretrained(location, **kwargs).to(device).eval()
-    return model, torch.device(device)
+    return _from_pretrained(location, name, **kwargs).to(device), torch.device(device)
+
+
+def _from_pretrained(location: str, name: str, **kwargs):
+    try:
+        return AutoModel.from_pretrained(location, **kwargs).eval()
+    except pickle.UnpicklingError as error:
+        raise ValueError(
+            f"{name}: refused to load the PyTorch weights of {location}: the pickle holds objects other than tensors "
+            f"(code that would run on load), which torch.load(weights_only=True) does not execute ({str(error)[:200]}"
+            "...). Nothing was run. Use safetensors weights (`weights: safetensors`, or a revision that has them); "
+            "the pipeline never loads pickles with weights_only=False") from None
 
 
 def _plan_windows(tokenizer, windows: list[str], n_tokens: int, max_length: int, exclude_special: bool,

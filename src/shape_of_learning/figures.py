@@ -2,12 +2,15 @@
 
 Every function reads the summary (columns `SUMMARY_COLUMNS`: one row per model, checkpoint, layer and metric with the
 mean and std of the metric over batches), writes a PNG and a PDF, and returns the matplotlib Figure. Lines are the
-summary's means and bands mean +- std across batches; no metric is recomputed here. Figures are built with
+summary's means and bands mean +- std across batches; no metric is recomputed here. Checkpoints whose weights are
+another checkpoint's (`identical_to`, `shared_files`: upstream publishing defects) are never drawn as a training
+state: `duplicates="omit"` leaves them out, `"mark"` draws them hollow and dashed; either way a footnote names them. Figures are built with
 `matplotlib.figure.Figure` (no pyplot, so no GUI backend and no global figure registry) and saved with a fixed PDF
 creation date, so the same summary gives byte-identical files.
 """
 
 import logging
+import textwrap
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -21,7 +24,9 @@ import seaborn as sns
 
 logger = logging.getLogger(__name__)
 
-SUMMARY_COLUMNS = ["model", "kind", "checkpoint", "step", "layer", "num_layers", "metric", "mean", "std", "batches"]
+SUMMARY_COLUMNS = ["model", "kind", "checkpoint", "step", "layer", "num_layers", "after_final_norm", "metric",
+                   "identical_to", "shared_files", "mean", "std", "batches"]
+DUPLICATE_POLICIES = ("omit", "mark")
 METRIC_LABELS = {
     "anisotropy": r"Anisotropy ($\sigma_1^2 / \Sigma_i\, \sigma_i^2$)",
     "anisotropy_uncentred": r"Anisotropy, uncentred ($\sigma_1^2 / \Sigma_i\, \sigma_i^2$)",
@@ -71,6 +76,36 @@ def select(summary: pd.DataFrame, metrics: Iterable[str], models: Iterable[str] 
     return rows.sort_values(["model", "step", "checkpoint", "layer"], ignore_index=True)
 
 
+def apply_duplicate_policy(rows: pd.DataFrame, policy: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Rows without the checkpoints whose weights are another's (`omit`), or all rows with a boolean `duplicate`
+    column (`mark`); and the flagged checkpoints (model, checkpoint, step, reason) for the footnote."""
+    if policy not in DUPLICATE_POLICIES:
+        raise ValueError(f"duplicates must be one of {DUPLICATE_POLICIES}, got {policy!r}")
+    is_flagged = rows["identical_to"].notna() | rows["shared_files"].notna()
+    flagged = rows[is_flagged].drop_duplicates(["model", "checkpoint"])[["model", "checkpoint", "step"]].assign(
+        reason=[f"same weights as {same}" if pd.notna(same) else f"shares {shared}" for same, shared in
+                rows[is_flagged].drop_duplicates(["model", "checkpoint"])[["identical_to", "shared_files"]].values])
+    if len(flagged):
+        logger.warning("checkpoints with another checkpoint's weights, %s: %s",
+                       "left out" if policy == "omit" else "marked", describe(flagged))
+    return (rows[~is_flagged] if policy == "omit" else rows.assign(duplicate=is_flagged)), flagged
+
+
+def describe(flagged: pd.DataFrame) -> str:
+    return "; ".join(f"{m}/{c} ({reason})" for m, c, reason in flagged[["model", "checkpoint", "reason"]].values)
+
+
+def footnote(figure, flagged: pd.DataFrame, policy: str, settings: str = "") -> None:
+    """Text under the figure: the settings it depends on, and the checkpoints left out or marked, with why."""
+    lines = [settings] if settings else []
+    if len(flagged):
+        verb = "Left out" if policy == "omit" else "Hollow markers / dashed lines"
+        lines.append(f"{verb}: weights not their own step's (upstream duplicates): " + describe(flagged))
+    if lines:
+        figure.text(0.0, 0.0, "\n".join(textwrap.fill(line, 150) for line in lines), ha="left", va="top",
+                    fontsize="x-small")
+
+
 def training_checkpoints(rows: pd.DataFrame) -> pd.DataFrame:
     """Rows of training checkpoints (step >= 0), each step naming one checkpoint per model; step -1 is dropped."""
     if not (skipped := rows.loc[rows["step"] < 0, ["model", "checkpoint"]].drop_duplicates()).empty:
@@ -84,21 +119,37 @@ def training_checkpoints(rows: pd.DataFrame) -> pd.DataFrame:
     return rows
 
 
-def layer_average(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per (model, metric, step): the mean over layers 0..num_layers of the per-layer mean and of the per-layer std."""
+def layer_average(rows: pd.DataFrame, embedding: bool = True, final_norm: bool = True) -> pd.DataFrame:
+    """Per (model, metric, step): the mean over layers of the per-layer mean and of the per-layer std.
+
+    Layers 0..num_layers, less layer 0 (the embedding output) unless `embedding`, and less a last layer taken after
+    the final norm (pre-LN decoders) unless `final_norm`. A `duplicate` column, where present, is kept.
+    """
     per_checkpoint = rows.groupby(["model", "metric", "step"]).agg(
         layers=("layer", "nunique"), num_layers=("num_layers", "first"))
     if not (incomplete := per_checkpoint[per_checkpoint["layers"] != per_checkpoint["num_layers"] + 1]).empty:
         raise ValueError("a layer average needs every layer 0..num_layers; incomplete (model, metric, step): "
                          f"{incomplete.index.tolist()}")
-    return rows.groupby(["model", "metric", "step"], as_index=False)[["mean", "std"]].mean()
+    keep = (rows["layer"] > 0) | embedding
+    keep &= ~rows["after_final_norm"] | final_norm
+    rows = rows[keep]
+    keys = ["model", "metric", "step", *(["duplicate"] if "duplicate" in rows else [])]
+    return rows.groupby(keys, as_index=False)[["mean", "std"]].mean()
 
 
-def plot_band(ax, x, mean, std, **line_style) -> None:
-    """A line at `mean` with a shaded mean +- std band of the same colour."""
+def layer_average_text(embedding: bool, final_norm: bool) -> str:
+    return (f"Mean over layers {'0 (embeddings)' if embedding else '1'}..L, the last layer "
+            f"{'included' if final_norm else 'left out'} where it follows the final norm.")
+
+
+def plot_band(ax, x, mean, std, hollow=None, **line_style) -> None:
+    """A line at `mean` with a shaded mean +- std band of the same colour; points where `hollow` is True get hollow
+    markers (checkpoints drawn although their weights are another's)."""
     x, mean, std = (np.asarray(values, dtype=float) for values in (x, mean, std))
     (line,) = ax.plot(x, mean, **line_style)
     ax.fill_between(x, mean - std, mean + std, color=line.get_color(), alpha=BAND_ALPHA, linewidth=0)
+    if hollow is not None and (hollow := np.asarray(hollow, dtype=bool)).any():
+        ax.scatter(x[hollow], mean[hollow], s=40, facecolors="white", edgecolors=line.get_color(), zorder=3)
 
 
 def new_figure(ncols: int, width_per_panel: float, sharey: bool) -> tuple[matplotlib.figure.Figure, list]:
@@ -119,22 +170,25 @@ def save(figure: matplotlib.figure.Figure, out_png: Path, out_pdf: Path) -> matp
     """Write the figure as PNG (150 dpi) and PDF, creating parent dirs; no timestamps, so output is reproducible."""
     for path in (out_png, out_pdf):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out_png, dpi=150)
-    figure.savefig(out_pdf, metadata={"CreationDate": None})
+    figure.savefig(out_png, dpi=150, bbox_inches="tight")  # tight: the footnote lies below the axes
+    figure.savefig(out_pdf, metadata={"CreationDate": None}, bbox_inches="tight")
     return figure
 
 
 def anisotropy_by_layer(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, metric: str = "anisotropy",
-                        models: Iterable[str] | None = None) -> matplotlib.figure.Figure:
+                        models: Iterable[str] | None = None, duplicates: str = "omit") -> matplotlib.figure.Figure:
     """Figure 1: `metric` per layer at each model's final checkpoint, encoders and decoders in two panels.
 
-    The final checkpoint is the one with the largest step (a model with a single checkpoint, e.g. step -1, uses it).
+    The final checkpoint is the one with the largest step (a model with a single checkpoint, e.g. step -1, uses it),
+    among checkpoints whose weights are their own unless `duplicates="mark"` (then a duplicate is drawn dashed).
     x is the layer index (0 = embedding output), or the relative depth layer / num_layers when models of different
     depth share a panel. One line per model, bands mean +- std across batches; y shared between panels.
     """
-    rows = select(summary, [metric], models)
-    final_step = rows.groupby("model")["step"].transform("max")
-    rows = rows[rows["step"] == final_step]
+    rows, flagged = apply_duplicate_policy(select(summary, [metric], models), duplicates)
+    final_steps = rows.groupby("model")["step"].max()
+    rows = rows[rows["step"] == rows["model"].map(final_steps)]
+    # only the flagged checkpoints that would otherwise be (omit) or are (mark) a model's final one matter here
+    flagged = flagged[[step >= final_steps.get(model, -1) for model, step in flagged[["model", "step"]].values]]
     names_per_model = rows.groupby("model")["checkpoint"].nunique()
     if (ambiguous := names_per_model[names_per_model > 1]).size:
         raise ValueError(f"model(s) {ambiguous.index.tolist()} have several checkpoints at their largest step; "
@@ -148,7 +202,9 @@ def anisotropy_by_layer(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, 
         for model, line in panel.groupby("model"):
             x = line["layer"] / line["num_layers"] if relative else line["layer"]
             label = f"{model} ({line['checkpoint'].iloc[0]})" if line["step"].iloc[0] >= 0 else model
-            plot_band(ax, x, line["mean"], line["std"], color=colours[model], label=label, marker="o", markersize=3)
+            dashed = bool(line.get("duplicate", pd.Series([False])).iloc[0])
+            plot_band(ax, x, line["mean"], line["std"], color=colours[model], label=label, marker="o", markersize=3,
+                      linestyle="--" if dashed else "-")
         ax.set_title(f"{kind.capitalize()}s")
         if not relative:
             ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
@@ -156,68 +212,86 @@ def anisotropy_by_layer(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, 
         ax.legend(fontsize="small")
     axes[0].set_ylabel(metric_label(metric))
     figure.suptitle(f"{metric_label(metric)} across layers: " + ", ".join(sorted(rows["model"].unique())))
+    footnote(figure, flagged, duplicates)
     return save(figure, out_png, out_pdf)
 
 
 def profile_across_checkpoints(summary: pd.DataFrame, model: str, out_png: Path, out_pdf: Path, *,
-                               metric: str = "anisotropy") -> matplotlib.figure.Figure:
+                               metric: str = "anisotropy", duplicates: str = "omit") -> matplotlib.figure.Figure:
     """Figures 2 and 3: `metric` per layer, one line per training checkpoint of `model`, coloured by step.
 
     The colour scale is symmetric-log in the step (linear below 1, so step 0 has a colour), with a colourbar.
-    x is the layer index (0 = embedding output); bands mean +- std across batches. Step -1 checkpoints are skipped.
+    x is the layer index (0 = embedding output); bands mean +- std across batches. Step -1 checkpoints are skipped;
+    checkpoints whose weights are another's are left out, or dashed with `duplicates="mark"`.
     """
-    rows = training_checkpoints(select(summary, [metric], [model]))
+    rows, flagged = apply_duplicate_policy(select(summary, [metric], [model]), duplicates)
+    rows = training_checkpoints(rows)
     steps = sorted(rows["step"].unique())
     norm = matplotlib.colors.SymLogNorm(linthresh=1, vmin=0, vmax=max(steps[-1], 1))
     cmap = sns.color_palette("viridis", as_cmap=True)
     figure, (ax,) = new_figure(1, 6.5, sharey=False)
     for step, line in rows.groupby("step"):
+        dashed = bool(line.get("duplicate", pd.Series([False])).iloc[0])
         plot_band(ax, line["layer"], line["mean"], line["std"], color=cmap(norm(step)),
-                  label=line["checkpoint"].iloc[0])
+                  label=line["checkpoint"].iloc[0] + (" (duplicate)" if dashed else ""),
+                  linestyle="--" if dashed else "-")
     colourbar = figure.colorbar(matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, label="Training step")
     colourbar.ax.yaxis.set_major_formatter(format_step)
     ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     ax.set_xlabel("Layer (0 = embeddings)")
     ax.set_ylabel(metric_label(metric))
     ax.set_title(f"{model}: {metric_label(metric)} across layers during training")
+    footnote(figure, flagged, duplicates)
     return save(figure, out_png, out_pdf)
 
 
 def id_across_checkpoints(summary: pd.DataFrame, models: Iterable[str], out_png: Path, out_pdf: Path, *,
-                          metric: str = "id_twonn") -> matplotlib.figure.Figure:
+                          metric: str = "id_twonn", duplicates: str = "omit",
+                          layer_average_over: dict | None = None) -> matplotlib.figure.Figure:
     """Figure 4: intrinsic dimension averaged over layers vs training step, one line per model.
 
-    The line is the mean over layers 0..num_layers (embedding output included) of the per-layer mean; the band is
-    +- the mean over layers of the per-layer std across batches (the typical batch-to-batch spread of one layer, not
-    the spread between layers). x is symlog (linear below 1) so step 0 is shown. Step -1 checkpoints are skipped.
+    The line is the mean over layers (`layer_average_over`: {embedding, final_norm}, default both included; see
+    `layer_average`) of the per-layer mean; the band is +- the mean over layers of the per-layer std across batches
+    (the typical batch-to-batch spread of one layer, not the spread between layers). x is symlog (linear below 1) so
+    step 0 is shown. Step -1 checkpoints are skipped; checkpoints whose weights are another's are left out, or drawn
+    as hollow markers with `duplicates="mark"`.
     """
-    averages = layer_average(training_checkpoints(select(summary, [metric], models)))
+    over = {"embedding": True, "final_norm": True, **(layer_average_over or {})}
+    rows, flagged = apply_duplicate_policy(select(summary, [metric], models), duplicates)
+    averages = layer_average(training_checkpoints(rows), **over)
     figure, (ax,) = new_figure(1, 6.5, sharey=False)
     colours = sns.color_palette("colorblind", averages["model"].nunique())
     for colour, (model, line) in zip(colours, averages.groupby("model")):
-        plot_band(ax, line["step"], line["mean"], line["std"], color=colour, label=model, marker="o", markersize=3)
+        plot_band(ax, line["step"], line["mean"], line["std"], hollow=line.get("duplicate"), color=colour,
+                  label=model, marker="o", markersize=3)
     step_axis(ax)
     ax.set_ylabel(f"{metric_label(metric)}, mean over layers")
     ax.set_title(f"{metric_label(metric)} during training: " + ", ".join(averages["model"].unique()))
     ax.legend(fontsize="small")
+    footnote(figure, flagged, duplicates, layer_average_text(**over))
     return save(figure, out_png, out_pdf)
 
 
 def id_estimators(summary: pd.DataFrame, model: str, out_png: Path, out_pdf: Path, *,
-                  metrics: Iterable[str] = ("id_twonn", "id_mada", "id_mom")) -> matplotlib.figure.Figure:
+                  metrics: Iterable[str] = ("id_twonn", "id_mada", "id_mom"), duplicates: str = "omit",
+                  layer_average_over: dict | None = None) -> matplotlib.figure.Figure:
     """Figure 5: the layer-averaged intrinsic dimension of `model` vs training step, one panel per estimator.
 
-    Line and band as in `id_across_checkpoints`; each panel has its own y scale (the estimators differ in level,
-    the figure compares their shapes).
+    Line, band, layer average and duplicates as in `id_across_checkpoints`; each panel has its own y scale (the
+    estimators differ in level, the figure compares their shapes).
     """
     metrics = list(metrics)
-    averages = layer_average(training_checkpoints(select(summary, metrics, [model])))
+    over = {"embedding": True, "final_norm": True, **(layer_average_over or {})}
+    rows, flagged = apply_duplicate_policy(select(summary, metrics, [model]), duplicates)
+    averages = layer_average(training_checkpoints(rows), **over)
     figure, axes = new_figure(len(metrics), 4.3, sharey=False)
     for ax, colour, metric in zip(axes, sns.color_palette("colorblind", len(metrics)), metrics):
         line = averages[averages["metric"] == metric]
-        plot_band(ax, line["step"], line["mean"], line["std"], color=colour, label=metric, marker="o", markersize=3)
+        plot_band(ax, line["step"], line["mean"], line["std"], hollow=line.get("duplicate"), color=colour,
+                  label=metric, marker="o", markersize=3)
         step_axis(ax)
         ax.set_title(metric_label(metric))
     axes[0].set_ylabel("Intrinsic dimension, mean over layers")
     figure.suptitle(f"{model}: intrinsic dimension estimators during training")
+    footnote(figure, flagged, duplicates, layer_average_text(**over))
     return save(figure, out_png, out_pdf)

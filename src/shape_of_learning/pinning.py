@@ -1,79 +1,178 @@
-"""Pin each checkpoint to exact weights: the Hub commit sha and the sha256 of every safetensors file.
+"""Pin each checkpoint to exact weights: the Hub commit sha and the sha256 of every weight file.
 
 A rerun loads by commit sha, so a moved branch cannot change the results silently; the weight hashes expose
-checkpoints that are the same weights under different names (upstream, 76 step branches of EleutherAI/pythia-2.8b,
-step0 to step53000 among them, are bit-identical to main).
+checkpoints that are the same weights under different names. Upstream does publish such branches: 76 step branches
+of EleutherAI/pythia-2.8b serve a `model.safetensors` bit-identical to main's (EleutherAI/pythia#205), and on
+pythia-12b two step branches serve the final model's first shard (#206), so identity is judged per weight file.
+
+Weights come as safetensors or as PyTorch pickles (`pytorch_model*.bin`, which the Bloom intermediate branches and
+many Pythia branches publish). A model entry's `weights:` chooses: `safetensors`, `pytorch`, or `auto` (safetensors
+where the revision has them, else PyTorch files). PyTorch files are only ever loaded with
+``torch.load(weights_only=True)`` (see `shape_of_learning.extract`), which refuses a pickle that would run code.
 """
 
+import difflib
 import hashlib
 import logging
+import re
+from collections import defaultdict
 from pathlib import Path
 
 from huggingface_hub import HfApi, constants
 from huggingface_hub.errors import HfHubHTTPError, HTTPError, OfflineModeIsEnabled
 
-from shape_of_learning.registry import Checkpoint
+from shape_of_learning.registry import Checkpoint, parse_step
 
 logger = logging.getLogger(__name__)
 
-WEIGHTS_GLOB = "*.safetensors"
+WEIGHT_FILES = {
+    "safetensors": re.compile(r"(.*/)?[^/]+\.safetensors"),
+    "pytorch": re.compile(r"pytorch_model(-\d+-of-\d+)?\.bin"),  # not training_args.bin, optimizer states, ...
+}
+WEIGHT_FORMATS = ("auto", *WEIGHT_FILES)
+COMMIT_SHA = re.compile(r"[0-9a-f]{40}")
 
 
-def pin(checkpoint: Checkpoint) -> dict:
-    """{model, checkpoint, step, source, location, revision, commit_sha, weights: {file: sha256}, weights_digest}.
+class MissingRevisionError(ValueError):
+    """A configured revision that the repository does not have."""
 
-    Hub: one ``model_info(files_metadata=True)`` call (no download); without network, the local HF cache.
-    Local directory: sha256 of its safetensors files, commit_sha None.
+
+def pin(checkpoint: Checkpoint, weights: str = "auto") -> dict:
+    """{model, checkpoint, step, source, location, revision, commit_sha, weights_format, weights: {file: sha256},
+    weights_digest}.
+
+    Hub: the revision is checked against the repository's branches and tags, then one
+    ``model_info(files_metadata=True)`` call (no download) gives the commit sha and the LFS sha256 of every file;
+    without network, the local HF cache. Local directory: sha256 of its weight files, commit_sha None.
+    `weights` picks the format (module docstring); the lock records the one chosen.
     """
+    if weights not in WEIGHT_FORMATS:
+        raise ValueError(f"weights must be one of {WEIGHT_FORMATS}, got {weights!r}")
+    where = checkpoint.location + (f"@{checkpoint.revision}" if checkpoint.revision else "")
     if checkpoint.source == "hub":
-        commit_sha, weights = _pin_hub(checkpoint.location, checkpoint.revision)
+        commit_sha, files = _pin_hub(checkpoint.location, checkpoint.revision)
     else:
-        commit_sha, weights = None, _hash_directory(Path(checkpoint.location), checkpoint)
-    if not weights:
-        where = checkpoint.location + (f"@{checkpoint.revision}" if checkpoint.revision else "")
-        raise ValueError(f"{checkpoint.model}/{checkpoint.name}: no .safetensors weights in {where}. Only "
-                         "safetensors are loaded (pickled .bin weights can run code on load): pick a revision that "
-                         "has them, or convert the weights to safetensors and point a `path:` entry at that directory")
-    digest = hashlib.sha256("".join(f"{name}:{sha}\n" for name, sha in sorted(weights.items())).encode()).hexdigest()
+        commit_sha, files = None, _hash_directory(Path(checkpoint.location), checkpoint)
+    weights_format, chosen = select_weights(files, weights, f"{checkpoint.model}/{checkpoint.name} ({where})")
+    digest = hashlib.sha256("".join(f"{name}:{sha}\n" for name, sha in sorted(chosen.items())).encode()).hexdigest()
     return dict(model=checkpoint.model, checkpoint=checkpoint.name, step=checkpoint.step, source=checkpoint.source,
                 location=checkpoint.location, revision=checkpoint.revision, commit_sha=commit_sha,
-                weights=dict(sorted(weights.items())), weights_digest=digest)
+                weights_format=weights_format, weights=dict(sorted(chosen.items())), weights_digest=digest)
 
 
-def identical_checkpoints(pins: list[dict]) -> dict[str, str]:
-    """For the pins of one model: checkpoint -> the earliest checkpoint (by step, then list order) with the same
-    weights. Checkpoints with unique weights are absent."""
+def select_weights(files: dict[str, str], weights: str, name: str) -> tuple[str, dict[str, str]]:
+    """The weight files of the wanted format among a revision's `files` ({path: sha256}): (format, {path: sha256})."""
+    by_format = {fmt: {f: sha for f, sha in files.items() if pattern.fullmatch(f)} for fmt, pattern in
+                 WEIGHT_FILES.items()}
+    fmt = weights if weights != "auto" else "safetensors" if by_format["safetensors"] else "pytorch"
+    if not by_format[fmt]:
+        present = {f: sorted(found) for f, found in by_format.items() if found}
+        wanted = "weight files" if weights == "auto" else f"{fmt} weight files"
+        fix = (f"set `weights: {next(iter(present))}` in the model entry" if present else
+               "pick a revision that has weights (`python -m shape_of_learning.refs MODEL` lists the refs)")
+        raise ValueError(f"{name}: no {wanted} among its {len(files)} files (found: {present or 'none'}); {fix}")
+    return fmt, by_format[fmt]
+
+
+def duplicate_checkpoints(pins: list[dict]) -> dict[str, dict]:
+    """For the pins of one model, the checkpoints whose weights are not their own:
+    checkpoint -> {"identical_to": other | None, "shared_files": {file: other checkpoint}}.
+
+    Whole duplicates (the same weight files, by sha256) name the earliest *other* checkpoint (by step, then list
+    order): every member of a group is flagged, since which of them, if any, holds the weights of its own step cannot
+    be told from the files (on pythia-2.8b it is the final model's). Partial duplicates share at least one weight
+    file (e.g. a shard) with another checkpoint; `shared_files` says which, and with whom. Unique checkpoints are
+    absent.
+    """
     models = sorted({p["model"] for p in pins})
     if len(models) > 1:
-        raise ValueError(f"identical_checkpoints takes the pins of one model; got {models}: call it once per model")
-    first_with_digest: dict[str, dict] = {}
-    identical = {}
-    for p in sorted(pins, key=lambda p: p["step"]):  # stable: ties keep list order
-        first = first_with_digest.setdefault(p["weights_digest"], p)
-        if first is not p:
-            identical[p["checkpoint"]] = first["checkpoint"]
-            logger.warning("%s: checkpoint %s has the same weights as %s (weights digest %s)", p["model"],
-                           p["checkpoint"], first["checkpoint"], p["weights_digest"][:12])
-    return identical
+        raise ValueError(f"duplicate_checkpoints takes the pins of one model; got {models}: call it once per model")
+    ordered = sorted(pins, key=lambda p: p["step"])  # stable: ties keep list order
+    by_digest, by_file = defaultdict(list), defaultdict(list)
+    for p in ordered:
+        by_digest[p["weights_digest"]].append(p["checkpoint"])
+        for sha in set(p["weights"].values()):
+            by_file[sha].append(p["checkpoint"])
+    duplicates = {}
+    for p in ordered:
+        same = [other for other in by_digest[p["weights_digest"]] if other != p["checkpoint"]]
+        shared = {} if same else {file: next(o for o in by_file[sha] if o != p["checkpoint"])
+                                  for file, sha in sorted(p["weights"].items()) if len(by_file[sha]) > 1}
+        if same or shared:
+            duplicates[p["checkpoint"]] = {"identical_to": same[0] if same else None, "shared_files": shared}
+            logger.warning("%s: checkpoint %s %s", p["model"], p["checkpoint"],
+                           f"has the same weights as {', '.join(same)}" if same else
+                           "shares weight files with other checkpoints: " +
+                           ", ".join(f"{file} = {other}'s" for file, other in shared.items()))
+    return duplicates
+
+
+def repository_refs(repo: str) -> tuple[list[str], str]:
+    """The branches and tags of a Hub model repository, and where they were read: the Hub, or without network the
+    local HF cache (only the refs downloaded there)."""
+    try:
+        return _hub_refs(repo), "the Hub"
+    except HfHubHTTPError:
+        raise  # the Hub answered: repo not found, gated, ...
+    except (OfflineModeIsEnabled, HTTPError):
+        return _cached_refs(repo), f"the local cache {_cache_dir(repo)}"
+
+
+def nearest_refs(revision: str, refs: list[str], count: int = 4) -> list[str]:
+    """The existing refs closest to `revision`: by training step where both name one, else by spelling."""
+    step = parse_step(revision)
+    with_steps = [ref for ref in refs if parse_step(ref) >= 0]
+    if step >= 0 and with_steps:
+        return sorted(sorted(with_steps, key=lambda ref: abs(parse_step(ref) - step))[:count], key=parse_step)
+    return difflib.get_close_matches(revision, refs, n=count, cutoff=0)
+
+
+def _check_revision(repo: str, revision: str, refs: list[str], where: str) -> None:
+    if revision in refs or COMMIT_SHA.fullmatch(revision):
+        return
+    raise MissingRevisionError(
+        f"{repo} has no revision {revision!r} ({where}); nearest existing: {', '.join(nearest_refs(revision, refs))}"
+        f" ({len(refs)} refs in all). List them with `python -m shape_of_learning.refs --repo {repo}` and put real "
+        "ones in the model's `checkpoints:`")
 
 
 def _pin_hub(repo: str, revision: str) -> tuple[str, dict[str, str]]:
     try:
+        _check_revision(repo, revision, _hub_refs(repo), "on the Hub")
         info = HfApi().model_info(repo, revision=revision, files_metadata=True)
     except HfHubHTTPError:
-        raise  # the Hub answered (repo or revision not found, gated, ...): its message says which
+        raise  # the Hub answered (repo not found, gated, ...): its message says which
     except (OfflineModeIsEnabled, HTTPError) as error:  # no network: fall back to what the cache holds
         logger.info("Hub unreachable for %s@%s (%s); pinning from the local cache", repo, revision, error)
         return _pin_from_cache(repo, revision)
-    weights = {s.rfilename: s.lfs.sha256 if s.lfs else f"git-blob:{s.blob_id}"
-               for s in info.siblings if s.rfilename.endswith(".safetensors")}
-    return info.sha, weights
+    files = {s.rfilename: s.lfs.sha256 if s.lfs else f"git-blob:{s.blob_id}" for s in info.siblings}
+    return info.sha, files
+
+
+def _hub_refs(repo: str) -> list[str]:
+    refs = HfApi().list_repo_refs(repo)
+    return sorted({ref.name for ref in [*refs.branches, *refs.tags]})
+
+
+def _cache_dir(repo: str) -> Path:
+    return Path(constants.HF_HUB_CACHE, "models--" + repo.replace("/", "--"))
+
+
+def _cached_refs(repo: str) -> list[str]:
+    refs = _cache_dir(repo) / "refs"
+    return sorted(str(ref.relative_to(refs)) for ref in refs.rglob("*") if ref.is_file()) if refs.is_dir() else []
 
 
 def _pin_from_cache(repo: str, revision: str) -> tuple[str, dict[str, str]]:
     """Commit sha and weight hashes from the HF cache: refs/{revision} holds the sha; each snapshot file links to a
     blob named by its sha256 (LFS files)."""
-    repo_dir = Path(constants.HF_HUB_CACHE, "models--" + repo.replace("/", "--"))
+    repo_dir = _cache_dir(repo)
+    if not repo_dir.is_dir():
+        raise RuntimeError(
+            f"cannot pin {repo}@{revision}: the Hub is unreachable and the cache ({constants.HF_HUB_CACHE}) has no "
+            f"copy of {repo}. Pre-fetch it where there is network (`hf download {repo} --revision {revision}`, with "
+            "the same HF_HOME), or download the model elsewhere and use a `path:` entry")
+    _check_revision(repo, revision, _cached_refs(repo), f"in the local cache {repo_dir}, the Hub being unreachable")
     ref = repo_dir / "refs" / revision
     commit_sha = ref.read_text().strip() if ref.is_file() else revision
     snapshot = repo_dir / "snapshots" / commit_sha
@@ -82,18 +181,20 @@ def _pin_from_cache(repo: str, revision: str) -> tuple[str, dict[str, str]]:
             f"cannot pin {repo}@{revision}: the Hub is unreachable and the cache {repo_dir} has no snapshot of it. "
             f"Pre-fetch it where there is network (`hf download {repo} --revision {revision}`, with the same "
             "HF_HOME), or download the model elsewhere and use a `path:` entry")
-    weights = {}
-    for file in sorted(snapshot.glob(WEIGHTS_GLOB)):
+    files = {}
+    for file in sorted(path for path in snapshot.rglob("*") if path.is_file()):
         blob = file.resolve().name
         is_sha256 = len(blob) == 64 and all(c in "0123456789abcdef" for c in blob)
-        weights[str(file.relative_to(snapshot))] = blob if is_sha256 else _sha256(file)
-    return commit_sha, weights
+        files[str(file.relative_to(snapshot))] = blob if is_sha256 else _sha256(file)
+    return commit_sha, files
 
 
 def _hash_directory(directory: Path, checkpoint: Checkpoint) -> dict[str, str]:
     if not directory.is_dir():
         raise FileNotFoundError(f"{checkpoint.model}/{checkpoint.name}: model directory {directory} does not exist")
-    return {str(file.relative_to(directory)): _sha256(file) for file in sorted(directory.glob(WEIGHTS_GLOB))}
+    return {str(file.relative_to(directory)): _sha256(file) for file in sorted(directory.rglob("*"))
+            if file.is_file() and any(pattern.fullmatch(str(file.relative_to(directory)))
+                                      for pattern in WEIGHT_FILES.values())}
 
 
 def _sha256(file: Path) -> str:

@@ -32,6 +32,7 @@ rule pin_checkpoint:
         "results/lock/{model}/{checkpoint}.json",
     params:
         checkpoint=lambda wildcards: EXPERIMENT.checkpoint(wildcards.model, wildcards.checkpoint),
+        weights=lambda wildcards: EXPERIMENT.models[wildcards.model]["weights"],
     localrule: True
     log:
         "logs/lock/{model}/{checkpoint}.log",

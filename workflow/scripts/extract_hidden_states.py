@@ -17,5 +17,6 @@ with job_logging(snakemake):
         special_tokens=options["special_tokens"],
         store_dtype=options["store_dtype"],
         device=options["device"],
+        dtype=options["dtype"],
     )
     Path(snakemake.output.manifest).write_text(json.dumps(manifest, indent=2, default=str) + "\n")

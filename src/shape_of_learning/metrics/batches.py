@@ -11,7 +11,7 @@ from tqdm.auto import tqdm
 
 from .anisotropy import anisotropy
 from .cosine import average_cosine
-from .intrinsic_dimension import ESTIMATORS, NEIGHBOURS_NEEDED, estimate_id
+from .intrinsic_dimension import ESTIMATORS, NEIGHBOURS_NEEDED, TWONN_DISCARD_FRACTION, estimate_id
 from .isotropy import isoscore, isotropy_iw
 from .neighbours import deduplicate, knn_distances
 from .vectors import Vectors, resolve_device
@@ -62,7 +62,8 @@ def _check_finite(X, context: str) -> None:
 
 
 def compute_metrics(X, metrics=ALL_METRICS, *, batch_size: int = 4096, n_batches: int | None = None, seed: int = 0,
-                    device: str | torch.device = "auto", context: str = "") -> MetricsResult:
+                    device: str | torch.device = "auto", context: str = "",
+                    twonn_discard_fraction: float = TWONN_DISCARD_FRACTION) -> MetricsResult:
     """Every requested metric on each of `n_batches` batches of `batch_size` vectors drawn without replacement.
 
     X: an (n, D) float matrix (numpy float16/32/64 or a torch tensor), one row per vector. The rows are shuffled
@@ -76,7 +77,7 @@ def compute_metrics(X, metrics=ALL_METRICS, *, batch_size: int = 4096, n_batches
     repeated vectors removed (counted in
     info["duplicates_removed"]); the other metrics keep repeated vectors, which are genuine samples of the
     distribution. A batch with fewer distinct vectors than k + 1 runs MADA and MoM with k = (distinct vectors - 1),
-    as scikit-dimension does, and logs a warning. `context` (e.g. "model pythia-70m, checkpoint step1000, layer 3") starts every error message.
+    as scikit-dimension does, and logs a warning. `twonn_discard_fraction` is TwoNN's (see `twonn`). `context` (e.g. "model pythia-70m, checkpoint step1000, layer 3") starts every error message.
     At n = 4096 all ID estimators badly underestimate high dimensions (isotropic Gaussian in D = 768: TwoNN ~163,
     MADA ~141, MoM ~119), a property of the estimators, not a bug (see `intrinsic_dimension`). Summary std over
     batches: ddof = 1, NaN for a single batch.
@@ -124,7 +125,7 @@ def compute_metrics(X, metrics=ALL_METRICS, *, batch_size: int = 4096, n_batches
                 logger.warning("%s: batch %d has %d distinct vectors; MADA and MoM use k = %d neighbours instead "
                                "of their defaults", context, batch, unique.n, k)
             distances = knn_distances(unique, k)
-            values |= {m: estimate_id(m, distances) for m in metrics if m in ESTIMATORS}
+            values |= {m: estimate_id(m, distances, twonn_discard_fraction) for m in metrics if m in ESTIMATORS}
         duplicates.append(removed)
         rows += [(m, batch, values[m]) for m in metrics]
         logger.debug("%s: batch %d done, %d duplicates removed", context, batch, removed)
@@ -133,6 +134,7 @@ def compute_metrics(X, metrics=ALL_METRICS, *, batch_size: int = 4096, n_batches
     info = {
         "vectors": n, "dimension": dim, "batch_size": batch_size, "batches": n_batches, "metrics": list(metrics),
         "duplicates_removed": {"total": sum(duplicates), "per_batch": duplicates},
-        "device": str(device), "seconds": round(time.perf_counter() - started, 3),
+        "device": str(device), "twonn_discard_fraction": twonn_discard_fraction,
+        "seconds": round(time.perf_counter() - started, 3),
     }
     return MetricsResult(values, info)
