@@ -3,6 +3,7 @@
 import json
 import logging
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -300,3 +301,33 @@ def test_hub_checkpoint_is_pinned_from_the_offline_cache_and_loaded_by_sha(saved
     assert read_shard(tmp_path / "out/layer_2.parquet")[1]["commit_sha"] == sha
     np.testing.assert_array_equal(read_shard(tmp_path / "out/layer_2.parquet")[0],
                                   read_shard(tmp_path / "local/layer_2.parquet")[0])
+
+
+class _RunsCodeOnLoad:
+    """A pickled callable: unpickling it calls Path.touch, as a malicious checkpoint would call anything."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return Path.touch, (self.marker,)
+
+
+def test_pytorch_weights_load_like_safetensors_and_a_pickle_carrying_code_is_refused(saved_models, tmp_path):
+    entry = saved_models["gpt_neox"]
+    model = transformers.AutoModel.from_pretrained(entry["path"])
+    as_bin = tmp_path / "as_bin"
+    shutil.copytree(entry["path"], as_bin, ignore=shutil.ignore_patterns("*.safetensors"))
+    torch.save(model.state_dict(), as_bin / "pytorch_model.bin")
+    bin_manifest = run({**entry, "path": str(as_bin)}, tmp_path / "bin", store_dtype="float32")
+    run(entry, tmp_path / "safetensors", store_dtype="float32")
+    assert bin_manifest["weights_format"] == "pytorch"
+    for layer in range(entry["layers"] + 1):  # the same weights, the same vectors
+        np.testing.assert_array_equal(read_shard(tmp_path / "bin" / f"layer_{layer}.parquet")[0],
+                                      read_shard(tmp_path / "safetensors" / f"layer_{layer}.parquet")[0])
+
+    marker = tmp_path / "code-ran"
+    torch.save({**model.state_dict(), "payload": _RunsCodeOnLoad(marker)}, as_bin / "pytorch_model.bin")
+    with pytest.raises(ValueError, match=r"tiny/main: refused to load the PyTorch weights .*Nothing was run"):
+        run({**entry, "path": str(as_bin)}, tmp_path / "evil")
+    assert not marker.exists() and not (tmp_path / "evil").exists()

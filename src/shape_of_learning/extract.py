@@ -213,11 +213,12 @@ def _from_pretrained(location: str, name: str, **kwargs):
     try:
         return AutoModel.from_pretrained(location, **kwargs).eval()
     except pickle.UnpicklingError as error:
+        culprit = next((line.strip() for line in str(error).splitlines() if "Unsupported global" in line), "")
         raise ValueError(
             f"{name}: refused to load the PyTorch weights of {location}: the pickle holds objects other than tensors "
-            f"(code that would run on load), which torch.load(weights_only=True) does not execute ({str(error)[:200]}"
-            "...). Nothing was run. Use safetensors weights (`weights: safetensors`, or a revision that has them); "
-            "the pipeline never loads pickles with weights_only=False") from None
+            f"(code that would run on load; {culprit or 'torch says which in the log'}), which "
+            "torch.load(weights_only=True) does not execute. Nothing was run. Use safetensors weights (`weights: safetensors`, or a revision that has "
+            "them); the pipeline never loads pickles with weights_only=False") from error
 
 
 def _plan_windows(tokenizer, windows: list[str], n_tokens: int, max_length: int, exclude_special: bool,

@@ -85,6 +85,9 @@ def apply_duplicate_policy(rows: pd.DataFrame, policy: str) -> tuple[pd.DataFram
     flagged = rows[is_flagged].drop_duplicates(["model", "checkpoint"])[["model", "checkpoint", "step"]].assign(
         reason=[f"same weights as {same}" if pd.notna(same) else f"shares {shared}" for same, shared in
                 rows[is_flagged].drop_duplicates(["model", "checkpoint"])[["identical_to", "shared_files"]].values])
+    if policy == "omit" and (gone := sorted(set(rows["model"]) - set(rows.loc[~is_flagged, "model"]))):
+        raise ValueError(f"every checkpoint of {gone} has another checkpoint's weights ({describe(flagged)}); nothing "
+                         "is left to draw: set `figures.duplicates: mark` to draw them marked, or pick other checkpoints")
     if len(flagged):
         logger.warning("checkpoints with another checkpoint's weights, %s: %s",
                        "left out" if policy == "omit" else "marked", describe(flagged))
