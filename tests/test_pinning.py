@@ -9,7 +9,7 @@ import pytest
 from huggingface_hub import constants
 from huggingface_hub.errors import OfflineModeIsEnabled
 
-from shape_of_learning import pinning
+from shape_of_learning import pinning, refs
 from shape_of_learning.pinning import MissingRevisionError, duplicate_checkpoints, nearest_refs, pin
 from shape_of_learning.registry import Checkpoint, checkpoints
 
@@ -118,7 +118,8 @@ def test_local_directory_hashes_and_duplicate_checkpoints(tmp_path):
     assert pins[0]["commit_sha"] is None
     assert pins[0]["weights"] == {"model.safetensors": hashlib.sha256(b"A").hexdigest()}
     demo, other = pins[:4], pins[4:]
-    whole = {"step0": {"identical_to": "step1", "shared_files": {}}, "step1": {"identical_to": "step0", "shared_files": {}},
+    whole = {"step0": {"identical_to": "step1", "shared_files": {}},
+             "step1": {"identical_to": "step0", "shared_files": {}},
              "step3": {"identical_to": "step0", "shared_files": {}}}  # every member of the group, earliest other named
     assert duplicate_checkpoints(demo[::-1]) == whole  # by step, not list order
     assert duplicate_checkpoints(other) == whole
@@ -147,3 +148,19 @@ def test_local_directory_errors(tmp_path):
     (tmp_path / "model.bin").write_bytes(b"pickle")
     with pytest.raises(ValueError, match=r"m/main .*no weight files among its 0 files \(found: none\)"):
         pin(Checkpoint("m", "main", "local", str(tmp_path), None, -1))
+
+
+def test_refs_command_lists_existing_checkpoints_marks_configured_and_names_missing(monkeypatch, tmp_path, capsys):
+    branches = ["main", "step0", "step1", "step512", "step1000", "step2000"]
+    fake_hub(monkeypatch, branches=branches)
+    monkeypatch.setattr(refs, "repository_refs", lambda repo: (branches, "the Hub"))
+    config = tmp_path / "config.yaml"
+    config.write_text("corpus: {name: c}\nwindows: {}\nfigures: {}\nmodels:\n  p: {hub_id: EleutherAI/p, kind: decoder, "
+                      "layers: 2, checkpoints: [step0, step1000, step3000]}\n")
+    assert refs.main(["p", "--configfile", str(config), "--snippet"]) == 0
+    out = capsys.readouterr().out
+    listed = [line.split()[-3] if line.startswith("  *") else line.split()[0] for line in out.splitlines()[1:7]]
+    assert listed == ["step0", "step1", "step512", "step1000", "step2000", "main"]  # by step, then the others
+    assert "* step0 " in out and "* step1000 " in out and "  step512 " in out
+    assert "configured but missing: step3000 (nearest: step1, step512, step1000, step2000)" in out
+    assert "checkpoints: [step0, step1, step512, step1000, step2000]" in out

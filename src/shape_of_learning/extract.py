@@ -217,8 +217,9 @@ def _from_pretrained(location: str, name: str, **kwargs):
         raise ValueError(
             f"{name}: refused to load the PyTorch weights of {location}: the pickle holds objects other than tensors "
             f"(code that would run on load; {culprit or 'torch says which in the log'}), which "
-            "torch.load(weights_only=True) does not execute. Nothing was run. Use safetensors weights (`weights: safetensors`, or a revision that has "
-            "them); the pipeline never loads pickles with weights_only=False") from error
+            "torch.load(weights_only=True) does not execute. Nothing was run. Use safetensors weights "
+            "(`weights: safetensors`, or a revision that has them); the pipeline never loads pickles with "
+            "weights_only=False") from error
 
 
 def _plan_windows(tokenizer, windows: list[str], n_tokens: int, max_length: int, exclude_special: bool,

@@ -4,9 +4,9 @@ Every function reads the summary (columns `SUMMARY_COLUMNS`: one row per model, 
 mean and std of the metric over batches), writes a PNG and a PDF, and returns the matplotlib Figure. Lines are the
 summary's means and bands mean +- std across batches; no metric is recomputed here. Checkpoints whose weights are
 another checkpoint's (`identical_to`, `shared_files`: upstream publishing defects) are never drawn as a training
-state: `duplicates="omit"` leaves them out, `"mark"` draws them hollow and dashed; either way a footnote names them. Figures are built with
-`matplotlib.figure.Figure` (no pyplot, so no GUI backend and no global figure registry) and saved with a fixed PDF
-creation date, so the same summary gives byte-identical files.
+state: `duplicates="omit"` leaves them out, `"mark"` draws them hollow and dashed; either way a footnote names them.
+Figures are built with `matplotlib.figure.Figure` (no pyplot, so no GUI backend and no global figure registry) and
+saved with a fixed PDF creation date, so the same summary gives byte-identical files.
 """
 
 import logging
@@ -86,8 +86,9 @@ def apply_duplicate_policy(rows: pd.DataFrame, policy: str) -> tuple[pd.DataFram
         reason=[f"same weights as {same}" if pd.notna(same) else f"shares {shared}" for same, shared in
                 rows[is_flagged].drop_duplicates(["model", "checkpoint"])[["identical_to", "shared_files"]].values])
     if policy == "omit" and (gone := sorted(set(rows["model"]) - set(rows.loc[~is_flagged, "model"]))):
-        raise ValueError(f"every checkpoint of {gone} has another checkpoint's weights ({describe(flagged)}); nothing "
-                         "is left to draw: set `figures.duplicates: mark` to draw them marked, or pick other checkpoints")
+        raise ValueError(f"every checkpoint of {gone} has another checkpoint's weights ({describe(flagged)}); "
+                         "nothing is left to draw: set `figures.duplicates: mark` to draw them marked, or pick other "
+                         "checkpoints")
     if len(flagged):
         logger.warning("checkpoints with another checkpoint's weights, %s: %s",
                        "left out" if policy == "omit" else "marked", describe(flagged))

@@ -29,10 +29,14 @@ def by_step(refs: list[str]) -> list[str]:
 
 def report(repo: str, configured: list[str], snippet: bool) -> str:
     refs, where = repository_refs(repo)
+    if not refs:
+        return (f"{repo}: no refs known to {where}: run this where the Hub is reachable (or pre-fetch the "
+                "revisions into the HF cache with `hf download`)")
     lines = [f"{repo}: {len(refs)} refs (from {where})"]
     for ref in by_step(refs):
         step = parse_step(ref)
-        lines.append(f"  {'*' if ref in configured else ' '} {ref:<40} {'step ' + format(step, ',') if step >= 0 else ''}")
+        mark, label = "*" if ref in configured else " ", f"step {step:,}" if step >= 0 else ""
+        lines.append(f"  {mark} {ref:<40} {label}")
     missing = [revision for revision in configured if revision not in refs]
     if configured:
         lines.append(f"* = configured ({len(configured) - len(missing)} of {len(configured)} exist)")

@@ -77,7 +77,8 @@ def compute_metrics(X, metrics=ALL_METRICS, *, batch_size: int = 4096, n_batches
     repeated vectors removed (counted in
     info["duplicates_removed"]); the other metrics keep repeated vectors, which are genuine samples of the
     distribution. A batch with fewer distinct vectors than k + 1 runs MADA and MoM with k = (distinct vectors - 1),
-    as scikit-dimension does, and logs a warning. `twonn_discard_fraction` is TwoNN's (see `twonn`). `context` (e.g. "model pythia-70m, checkpoint step1000, layer 3") starts every error message.
+    as scikit-dimension does, and logs a warning. `twonn_discard_fraction` is TwoNN's (see `twonn`). `context`
+    (e.g. "model pythia-70m, checkpoint step1000, layer 3") starts every error message.
     At n = 4096 all ID estimators badly underestimate high dimensions (isotropic Gaussian in D = 768: TwoNN ~163,
     MADA ~141, MoM ~119), a property of the estimators, not a bug (see `intrinsic_dimension`). Summary std over
     batches: ddof = 1, NaN for a single batch.
