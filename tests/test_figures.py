@@ -137,3 +137,52 @@ def test_output_is_byte_identical_across_runs(summary, tmp_path):
 def test_bad_input_names_the_problem(summary, tmp_path, call, message):
     with pytest.raises(ValueError, match=message):
         call(summary, outputs(tmp_path, "bad"))
+
+
+def flag(summary, checkpoint, identical_to=None, shared_files=None):
+    flagged = summary.copy()
+    rows = (flagged["model"] == "dec4") & (flagged["checkpoint"] == checkpoint)
+    flagged.loc[rows, "identical_to"], flagged.loc[rows, "shared_files"] = identical_to, shared_files
+    return flagged
+
+
+def footnote_text(figure) -> str:
+    return " ".join(text.get_text().replace("\n", " ") for text in figure.texts)
+
+
+def test_duplicated_checkpoints_are_left_out_and_named_or_marked(summary, tmp_path):
+    flagged = flag(flag(summary, "step10", identical_to="main"), "step0", shared_files="shard-1.bin=step10")
+    figure = figures.profile_across_checkpoints(flagged, "dec4", *outputs(tmp_path, "omit"))
+    (ax, _) = figure.axes
+    assert list(plotted(ax)) == ["step100"]  # step0 and step10 are not their step's training state
+    note = footnote_text(figure)
+    assert "Left out" in note and "dec4/step10 (same weights as main)" in note
+    assert "dec4/step0 (shares shard-1.bin=step10)" in note
+
+    figure = figures.id_across_checkpoints(flagged, ["dec4"], *outputs(tmp_path, "mark"), duplicates="mark")
+    (ax,) = figure.axes
+    np.testing.assert_array_equal(plotted(ax)["dec4"][0], [0, 10, 100])  # all drawn ...
+    hollow = ax.collections[-1]
+    np.testing.assert_array_equal(hollow.get_offsets()[:, 0], [0, 10])  # ... the duplicates as hollow markers
+    assert "Hollow markers" in footnote_text(figure)
+
+    figure = figures.anisotropy_by_layer(flag(summary, "step100", identical_to="main"), *outputs(tmp_path, "f1"),
+                                         models=["dec4"])
+    assert list(plotted(figure.axes[0])) == ["dec4 (step10)"]  # the last checkpoint of its own
+    assert "dec4/step100 (same weights as main)" in footnote_text(figure)
+
+
+def test_a_model_whose_every_checkpoint_is_duplicated_is_an_error_that_suggests_mark(summary, tmp_path):
+    flagged = summary.assign(identical_to=np.where(summary["model"] == "dec8", "other", None))
+    with pytest.raises(ValueError, match=r"every checkpoint of \['dec8'\].*figures.duplicates: mark"):
+        figures.anisotropy_by_layer(flagged, *outputs(tmp_path, "x"), models=["dec8"])
+
+
+def test_layer_average_can_leave_out_the_embedding_and_final_norm_layers(summary, tmp_path):
+    with_norm = summary.assign(after_final_norm=(summary["model"] == "dec4") & (summary["layer"] == 4))
+    # dec4's id levels are level + layer for layers 0..4: means over 0..4 = level+2, 1..4 = level+2.5, 0..3 = level+1.5
+    for over, offset in (({}, 2.0), ({"embedding": False}, 2.5), ({"final_norm": False}, 1.5),
+                         ({"embedding": False, "final_norm": False}, 2.0)):
+        figure = figures.id_across_checkpoints(with_norm, ["dec4"], *outputs(tmp_path, "avg"), layer_average_over=over)
+        np.testing.assert_allclose(plotted(figure.axes[0])["dec4"][1], np.array([5.0, 12.0, 8.0]) + offset)
+    assert "Mean over layers 1..L, the last layer left out" in footnote_text(figure)
