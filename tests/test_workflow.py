@@ -83,7 +83,19 @@ def test_paper_config_plans_every_figure_offline(tmp_path):
     experiment = plan(load_config(REPO / "config.yaml"))
     assert jobs["extract_hidden_states"] == sum(len(c) for c in experiment.checkpoints.values())
     assert jobs["layer_metrics"] == sum(len(c) * len(experiment.layer_groups(m)) for m, c in experiment.checkpoints.items())
-    assert len(experiment.checkpoints["pythia-2.8b"]) == 26
+    # only branches that exist upstream (the published lists, written out here independently of the schedule code)
+    published = {"pythia": {f"step{s}" for s in [0, *(2**i for i in range(10)), *range(1000, 143001, 1000)]},
+                 "bloom-560m": {f"global_step{s}" for s in [1000, 10000, *range(100000, 600001, 100000)]},
+                 "bloom-1b1": {f"global_step{s}" for s in [1000, 10000, *range(100000, 600001, 100000)]},
+                 "bloom-1b7": {f"global_step{s}" for s in [1000, 10000, *range(50000, 300001, 50000)]},
+                 "bloom-3b": {f"global_step{s}" for s in [1000, 10000, *range(50000, 300001, 50000)]}}
+    for model, ckpts in experiment.checkpoints.items():
+        family = next((f for f in published if model.startswith(f)), None)
+        if family:
+            assert {c.revision for c in ckpts} <= published[family], model
+    early = {f"step{s}" for s in range(1000, 10001, 1000)}  # where Figure 4's intrinsic dimension rises
+    assert early <= {c.revision for c in experiment.checkpoints["pythia-1.4b"]}
+    assert experiment.models["pythia-2.8b"]["weights"] == "pytorch"  # its safetensors are main's (pythia#205)
     assert {"figure_anisotropy_by_layer", "figure_profile_across_checkpoints", "figure_id_across_checkpoints",
             "figure_id_estimators"} <= set(jobs)
 
