@@ -122,7 +122,7 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
                   for layer in range(layers + 1)]
         writers = stack.enter_context(ThreadPoolExecutor(writer_threads))  # exits (waits) before the shards close
         progress = stack.enter_context(tqdm(total=n_tokens, unit="tok", desc=name, mininterval=5))
-        writes, start, filled = [], 0, [0] * (layers + 1)
+        writes, start, used, filled = [], 0, 0, [0] * (layers + 1)
         while start < len(source) and min(filled) < n_tokens:
             batch = source.batch(start, batch_size)
             inputs = {key: value.to(input_device, dtype=dtype if value.is_floating_point() else None)
@@ -147,6 +147,7 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
                 rows, positions = keep.nonzero(as_tuple=True)
                 rows, positions = rows[:n_tokens - filled[layer]], positions[:n_tokens - filled[layer]]
                 filled[layer] += len(rows)
+                used = max(used, start + int(rows.max()) + 1 if len(rows) else 0)
                 index = dict(windows=batch.items[rows.cpu()].numpy(), positions=positions.cpu().numpy(),
                              token_ids=None if token_ids is None else token_ids[rows.cpu(), positions.cpu()].numpy())
                 kept_rows = rows * vectors.shape[1] + positions  # into (batch * length, D)
@@ -170,7 +171,7 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
                 layers + 1, seconds, n_tokens / seconds, load_seconds)
     return {**pin, "tokenizer": tokenizer_source, "family": family, "kind": entry.get("kind"), "layers": layers,
             "modality": modality, "hidden_size": getattr(config, "hidden_size", None), "tokens_per_layer": n_tokens,
-            "windows_used": start,
+            "windows_used": used,
             "max_length": max_length, "batch_size": batch_size, "dtype": metadata["model_dtype"],
             "store_dtype": store_dtype, "device": str(input_device), "special_tokens": special_tokens,
             "last_layer_after_final_norm": after_final_norm, "load_seconds": round(load_seconds, 3),
