@@ -2,6 +2,7 @@
 locally, real digit images (scikit-learn), generated audio. Expected counts come from the models' own forward pass."""
 
 import io
+import json
 import wave
 
 import numpy as np
@@ -166,3 +167,19 @@ def test_character_and_byte_level_encoders(family, tmp_path):
         else:
             np.testing.assert_allclose(vectors[0], hidden[layer][0, 1 if family == "canine" else 0].detach().numpy(),
                                        atol=1e-5)
+
+
+@pytest.mark.parametrize("arch, layers, steps", [("vit", 2, 150), ("resnet", 3, 60)])
+def test_digit_trained_image_models_learn_and_are_extracted_like_any_checkpoint(arch, layers, steps, tmp_path):
+    from shape_of_learning import training
+
+    corpus = tmp_path / "items.parquet"
+    write_media(sample_media({"sklearn_digits": True, "count": 400, "seed": 0}, "image"), corpus)
+    saved = training.train(arch, corpus, tmp_path / "models", [0, steps], seed=0, num_layers=layers, d_model=32,
+                           num_heads=2, batch_size=32, lr=3e-3, weight_decay=0.0, patch_size=8)
+    losses = [json.loads((path / "training.json").read_text())["loss"] for path in saved]
+    assert losses[0] is None and losses[1] < np.log(10) - 0.2  # better than chance (ln 10) after a few seconds
+    entry = {"path": str(saved[1]), "kind": "encoder", "layers": layers, "modality": "image", "batch_size": 16}
+    manifest = run(entry, read_media(corpus)["data"].tolist(), 64, tmp_path / "out")
+    assert manifest["layers"] == layers and manifest["family"] == arch
+    assert [len(v) for v in shards(tmp_path / "out", layers)] == [64] * (layers + 1)
