@@ -94,6 +94,16 @@ def layer_average(rows: pd.DataFrame) -> pd.DataFrame:
     return rows.groupby(["model", "metric", "step"], as_index=False)[["mean", "std"]].mean()
 
 
+def final_checkpoints(rows: pd.DataFrame) -> pd.DataFrame:
+    """Each model's rows at its final checkpoint: the largest step (a single checkpoint, e.g. step -1, is final)."""
+    rows = rows[rows["step"] == rows.groupby("model")["step"].transform("max")]
+    names_per_model = rows.groupby("model")["checkpoint"].nunique()
+    if (ambiguous := names_per_model[names_per_model > 1]).size:
+        raise ValueError(f"model(s) {ambiguous.index.tolist()} have several checkpoints at their largest step; "
+                         "pass one checkpoint per model")
+    return rows
+
+
 def plot_band(ax, x, mean, std, **line_style) -> None:
     """A line at `mean` with a shaded mean +- std band of the same colour."""
     x, mean, std = (np.asarray(values, dtype=float) for values in (x, mean, std))
@@ -132,13 +142,7 @@ def anisotropy_by_layer(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, 
     x is the layer index (0 = embedding output), or the relative depth layer / num_layers when models of different
     depth share a panel. One line per model, bands mean +- std across batches; y shared between panels.
     """
-    rows = select(summary, [metric], models)
-    final_step = rows.groupby("model")["step"].transform("max")
-    rows = rows[rows["step"] == final_step]
-    names_per_model = rows.groupby("model")["checkpoint"].nunique()
-    if (ambiguous := names_per_model[names_per_model > 1]).size:
-        raise ValueError(f"model(s) {ambiguous.index.tolist()} have several checkpoints at their largest step; "
-                         "pass one checkpoint per model")
+    rows = final_checkpoints(select(summary, [metric], models))
     kinds = [kind for kind in ("encoder", "decoder") if kind in set(rows["kind"])]
     figure, axes = new_figure(len(kinds), 5.0, sharey=True)
     colours = dict(zip(sorted(rows["model"].unique()), sns.color_palette("colorblind", rows["model"].nunique())))
@@ -220,4 +224,39 @@ def id_estimators(summary: pd.DataFrame, model: str, out_png: Path, out_pdf: Pat
         ax.set_title(metric_label(metric))
     axes[0].set_ylabel("Intrinsic dimension, mean over layers")
     figure.suptitle(f"{model}: intrinsic dimension estimators during training")
+    return save(figure, out_png, out_pdf)
+
+
+MODALITY_ORDER = ("text", "image", "audio")
+GROUP_STYLES = {"subword-level": "-", "character-level": "--", "byte-level": ":", "transformer": "-", "CNN": "--"}
+
+
+def by_modality(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, groups: dict[str, dict],
+                metric: str = "avg_cosine", models: Iterable[str] | None = None) -> matplotlib.figure.Figure:
+    """Godey et al. (2023): `metric` per relative depth (layer / num_layers) at each model's final checkpoint, one
+    panel per modality (text, image, audio), one line per model.
+
+    `groups` maps each model to ``{"modality": ..., "group": ...}`` (`shape_of_learning.experiment.model_group`): the
+    line style tells transformers (solid) from CNNs (dashed), and subword (solid) from character- (dashed) and
+    byte-level (dotted) text models. Bands mean +- std across batches; y shared between panels.
+    """
+    rows = final_checkpoints(select(summary, [metric], models))
+    if missing := sorted(set(rows["model"]) - set(groups)):
+        raise ValueError(f"model(s) {missing} have no modality group; pass groups for every plotted model")
+    modalities = [m for m in MODALITY_ORDER if any(groups[model]["modality"] == m for model in rows["model"].unique())]
+    figure, axes = new_figure(len(modalities), 5.0, sharey=True)
+    colours = dict(zip(sorted(rows["model"].unique()), sns.color_palette("colorblind", rows["model"].nunique())))
+    for ax, modality in zip(axes, modalities):
+        for model, line in rows.groupby("model"):
+            group = groups[model]
+            if group["modality"] != modality:
+                continue
+            plot_band(ax, line["layer"] / line["num_layers"], line["mean"], line["std"], color=colours[model],
+                      linestyle=GROUP_STYLES.get(group["group"], "-"), marker="o", markersize=3,
+                      label=f"{model} ({group['group']})")
+        ax.set_title(modality.capitalize())
+        ax.set_xlabel("Relative depth (layer / number of layers)")
+        ax.legend(fontsize="small")
+    axes[0].set_ylabel(metric_label(metric))
+    figure.suptitle(f"{metric_label(metric)} across layers by modality: transformers vs CNNs, characters vs subwords")
     return save(figure, out_png, out_pdf)

@@ -124,6 +124,9 @@ def load_images(corpus: Path, hp: Hyperparameters) -> tuple[torch.Tensor, torch.
     """Pixel values and labels of a sampled image corpus (see `shape_of_learning.corpus.media`)."""
     from shape_of_learning.corpus.media import decode_image, read_media
 
+    if Path(corpus).suffix != ".parquet":
+        raise ValueError(f"{corpus} is not a sampled image corpus; an image model needs `modality: image` in its "
+                         "config entry and an `image_corpus` in the config")
     items = read_media(corpus)
     if (items["label"] < 0).any():
         raise ValueError(f"{corpus} has images without a label; training needs a labelled corpus such as "
