@@ -98,18 +98,19 @@ def test_resnet_stages_are_layers_and_positions_are_tokens(digits, tmp_path):
     entry = save(transformers.ResNetModel(config), processor, tmp_path / "resnet", 2, "image")
     assert depth(config) == 2
     images = digits["data"].tolist()
-    run(entry, images, 30, tmp_path / "out")  # 32 px -> stem 8x8, stage 1 8x8, stage 2 4x4 = 16 positions
+    run(entry, images, 100, tmp_path / "out")  # 32 px -> stem 8x8, stage 1 8x8, stage 2 4x4: layers fill unevenly
     model = transformers.ResNetModel.from_pretrained(entry["path"]).eval()
     from shape_of_learning.corpus.media import decode_image
     with torch.no_grad():
-        pixels = processor([decode_image(d) for d in images[:2]], return_tensors="pt")["pixel_values"]
+        pixels = processor([decode_image(d) for d in images[:7]], return_tensors="pt")["pixel_values"]
         direct = model(pixel_values=pixels, output_hidden_states=True).hidden_states
     assert [tuple(h.shape[2:]) for h in direct] == [(8, 8), (8, 8), (4, 4)]
     for layer, vectors in enumerate(shards(tmp_path / "out", 2)):
-        expected = direct[layer].flatten(2).transpose(1, 2).reshape(-1, direct[layer].shape[1])[:30]
+        expected = direct[layer].flatten(2).transpose(1, 2).reshape(-1, direct[layer].shape[1])[:100]
         np.testing.assert_allclose(vectors, expected.numpy(), atol=1e-5, rtol=1e-4)
     with pytest.raises(ValueError, match="40 images yield 640 token vectors at layer 2.*sample about 63 images"):
-        run(entry, images, 1000, tmp_path / "too_many")
+        [checkpoint] = checkpoints("tiny", entry)
+        extract(checkpoint, entry, images, 1000, tmp_path / "too_many")  # float16: full layers write nothing more
     assert not (tmp_path / "too_many").exists() or not list((tmp_path / "too_many").glob("*.parquet"))
 
 
@@ -140,6 +141,12 @@ def test_audio_frames_of_padding_are_not_kept(family, tmp_path):
     assert index.groupby("window")["position"].max().tolist() == [f - 1 for f in frames]
     with pytest.raises(ValueError, match="3 clips yield"):
         run(entry, clips, sum(frames) + 1, tmp_path / "more")
+    if family == "whisper":  # the encoder's weights were loaded (not a fresh head model): same vectors as WhisperModel
+        features = extractor([decode_audio(clips[0], 16000)], sampling_rate=16000, return_tensors="pt")
+        with torch.no_grad():
+            direct = model.eval().encoder(features["input_features"], output_hidden_states=True).hidden_states
+        for layer, vectors in enumerate(shards(tmp_path / "out", layers)):
+            np.testing.assert_allclose(vectors[:frames[0]], direct[layer][0, :frames[0]].numpy(), atol=1e-4)
 
 
 @pytest.mark.parametrize("family", ["canine", "t5"])

@@ -151,11 +151,13 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
                 index = dict(windows=batch.items[rows.cpu()].numpy(), positions=positions.cpu().numpy(),
                              token_ids=None if token_ids is None else token_ids[rows.cpu(), positions.cpu()].numpy())
                 kept_rows = rows * vectors.shape[1] + positions  # into (batch * length, D)
-                kept.append((_kept_vectors(vectors, kept_rows, store_dtype, f"{name} layer {layer}"), index))
+                kept.append((_kept_vectors(vectors, kept_rows, store_dtype, f"{name} layer {layer}") if len(rows)
+                             else [], index))
             del hidden
             for write in writes:  # the previous batch, so that at most one batch waits in memory
                 write.result()
-            writes = [writers.submit(shard.append, vectors, **index) for shard, (vectors, index) in zip(shards, kept)]
+            writes = [writers.submit(shard.append, vectors, **index) for shard, (vectors, index) in zip(shards, kept)
+                      if len(vectors)]  # a layer already full (CNN stages fill at different rates) takes nothing
             progress.update(min(filled) - progress.n)
             start += len(batch.items)
         for write in writes:
