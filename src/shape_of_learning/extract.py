@@ -71,6 +71,7 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
     trust_remote_code = entry.get("trust_remote_code", False)
     device, dtype = _device_and_dtype(entry.get("dtype", "auto"), device)
     max_length = entry.get("max_length", 512)
+    modality = entry.get("modality", "text")
 
     config = AutoConfig.from_pretrained(checkpoint.location, revision=revision, trust_remote_code=trust_remote_code)
     layers = depth(config)
@@ -78,11 +79,10 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
         raise ValueError(f"{name}: the model has {layers} blocks but its config entry says layers: {entry['layers']}; "
                          f"set `layers: {layers}` for model {checkpoint.model!r}")
     max_positions = getattr(config, "max_position_embeddings", None)
-    if entry.get("modality", "text") == "text" and max_positions is not None and max_length > max_positions:
+    if modality == "text" and max_positions is not None and max_length > max_positions:
         raise ValueError(f"{name}: max_length {max_length} exceeds the model's {max_positions} positions; "
                          f"set `max_length` <= {max_positions}")
 
-    modality = entry.get("modality", "text")
     tokenizer_source = tokenizer_location(entry, checkpoint)
     preprocessor = {"text": AutoTokenizer, "image": AutoImageProcessor, "audio": AutoFeatureExtractor}[modality]
     preprocessor = preprocessor.from_pretrained(
@@ -173,8 +173,7 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
                 layers + 1, seconds, n_tokens / seconds, load_seconds)
     return {**pin, "tokenizer": tokenizer_source, "family": family, "kind": entry.get("kind"), "layers": layers,
             "modality": modality, "hidden_size": getattr(config, "hidden_size", None), "tokens_per_layer": n_tokens,
-            "windows_used": used,
-            "max_length": max_length, "batch_size": batch_size, "dtype": metadata["model_dtype"],
+            "windows_used": used, "max_length": max_length, "batch_size": batch_size, "dtype": metadata["model_dtype"],
             "store_dtype": store_dtype, "device": str(input_device), "special_tokens": special_tokens,
             "last_layer_after_final_norm": after_final_norm, "load_seconds": round(load_seconds, 3),
             "seconds": round(seconds, 3), "tokens_per_second": round(n_tokens / seconds, 1)}
@@ -214,17 +213,18 @@ def _load_model(location: str, revision: str | None, config, dtype: torch.dtype,
     """The base model in eval mode and the device its inputs go to."""
     kwargs = dict(config=config, revision=revision, dtype=dtype, use_safetensors=True,
                   trust_remote_code=trust_remote_code)
+    architecture = model_class(config)
     if device.startswith("cuda"):
         with torch.device("meta"):  # parameter count without allocating anything
-            weight_bytes = sum(p.numel() for p in model_class(config).from_config(config, trust_remote_code=trust_remote_code)
+            weight_bytes = sum(p.numel() for p in architecture.from_config(config, trust_remote_code=trust_remote_code)
                                .parameters()) * dtype.itemsize
         free_bytes = torch.cuda.mem_get_info(torch.device(device))[0]
         if weight_bytes > 0.8 * free_bytes:  # leave room for activations
             logger.info("%s: %.1f GB of weights vs %.1f GB free on %s; loading with device_map='auto'", location,
                         weight_bytes / 1e9, free_bytes / 1e9, device)
-            model = model_class(config).from_pretrained(location, device_map="auto", **kwargs).eval()
+            model = architecture.from_pretrained(location, device_map="auto", **kwargs).eval()
             return model, model.get_input_embeddings().weight.device
-    model = model_class(config).from_pretrained(location, **kwargs).to(device).eval()
+    model = architecture.from_pretrained(location, **kwargs).to(device).eval()
     return model, torch.device(device)
 
 
