@@ -216,3 +216,34 @@ def test_by_modality_draws_one_panel_per_modality_with_styles_by_group(tmp_path)
     with pytest.raises(ValueError, match=r"\['vit'\] have no modality group"):
         by_modality(pd.DataFrame(rows), tmp_path / "g.png", tmp_path / "g.pdf",
                     groups={m: g for m, g in groups.items() if m != "vit"})
+
+
+@pytest.mark.parametrize("pack", ["folder", "zip", "tar"])
+def test_a_corpus_folder_or_archive_gives_the_same_seeded_sample(pack, tmp_path):
+    import tarfile
+    import zipfile
+
+    clips = {f"clips/{name}.wav": wav(0.2, frequency=200 + 40 * i) for i, name in enumerate("abcdefgh")}
+    if pack == "folder":
+        for name, data in clips.items():
+            (tmp_path / name).parent.mkdir(exist_ok=True)
+            (tmp_path / name).write_bytes(data)
+        (tmp_path / "clips/notes.txt").write_text("not a clip")  # other files are not listed
+        source, names = tmp_path / "clips", [name.removeprefix("clips/") for name in clips]
+    elif pack == "zip":
+        source, names = tmp_path / "clips.zip", list(clips)
+        with zipfile.ZipFile(source, "w") as archive:
+            for name, data in reversed(clips.items()):  # archive order does not matter: names are sorted
+                archive.writestr(name, data)
+    else:
+        source, names = tmp_path / "clips.tar.gz", list(clips)
+        with tarfile.open(source, "w:gz") as archive:
+            for name, data in clips.items():
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
+    frame = sample_media({"local_path": str(source), "count": 5, "seed": 3}, "audio")
+    expected = [names[i] for i in np.random.default_rng(3).choice(8, size=5, replace=False)]
+    assert frame["name"].tolist() == expected
+    assert frame["data"].tolist() == [clips[name if name in clips else f"clips/{name}"] for name in expected]
+    assert (frame["label"] == -1).all() and frame.attrs["available"] == 8
