@@ -247,3 +247,16 @@ def test_a_corpus_folder_or_archive_gives_the_same_seeded_sample(pack, tmp_path)
     assert frame["name"].tolist() == expected
     assert frame["data"].tolist() == [clips[name if name in clips else f"clips/{name}"] for name in expected]
     assert (frame["label"] == -1).all() and frame.attrs["available"] == 8
+
+
+@pytest.mark.parametrize("audio_format", ["FLAC", "MP3"])
+def test_compressed_clips_decode_like_wav(audio_format):
+    """Common Voice ships MP3: decoded by soundfile (libsndfile), resampled like WAV, same tone within codec loss."""
+    soundfile = pytest.importorskip("soundfile")
+    rate, seconds = 8000, 0.5
+    tone = 0.5 * np.sin(2 * np.pi * 440 * np.arange(int(rate * seconds)) / rate)
+    buffer = io.BytesIO()
+    soundfile.write(buffer, tone.astype("float32"), rate, format=audio_format)
+    decoded, reference = decode_audio(buffer.getvalue(), 16000), decode_audio(wav(seconds), 16000)
+    assert decoded.dtype == np.float32 and abs(len(decoded) - len(reference)) <= 0.1 * len(reference)
+    assert np.argmax(np.abs(np.fft.rfft(decoded))) * 16000 / len(decoded) == pytest.approx(440, abs=5)

@@ -91,7 +91,7 @@ def decode_image(data: bytes):
 def decode_audio(data: bytes, sampling_rate: int | None) -> np.ndarray:
     """Mono float32 samples in [-1, 1], resampled to `sampling_rate` (None: the file's own rate).
 
-    WAV (PCM) is read with the standard library; FLAC, MP3 (Common Voice) and OGG need the `soundfile` package.
+    WAV (PCM) is read with the standard library; FLAC, MP3 (Common Voice) and OGG with `soundfile` (libsndfile).
     """
     try:
         with wave.open(io.BytesIO(data)) as clip:
