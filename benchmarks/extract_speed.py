@@ -64,6 +64,7 @@ def run_mode(mode: str, entry: dict, windows: list[str], n_tokens: int, out_dir:
     import torch
 
     from shape_of_learning import extract as extraction
+    from shape_of_learning.inputs import TextInputs
     from shape_of_learning.registry import checkpoints, tokenizer_location
 
     [checkpoint] = checkpoints("bench", entry)
@@ -78,11 +79,11 @@ def run_mode(mode: str, entry: dict, windows: list[str], n_tokens: int, out_dir:
         tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer_location(entry, checkpoint))
         plan = extraction._plan_windows(tokenizer, windows, n_tokens, entry["max_length"], True, "bench")
         model, input_device = extraction._load_model(checkpoint.location, None, config, torch_dtype, device, False)
-        batches = [extraction._collate(plan[i:i + entry["batch_size"]], extraction._pad_id(tokenizer))
-                   for i in range(0, len(plan), entry["batch_size"])]
+        source = TextInputs(plan, extraction._pad_id(tokenizer), config)
+        batches = [source.batch(i, entry["batch_size"]).inputs for i in range(0, len(plan), entry["batch_size"])]
         started = time.perf_counter()
-        for input_ids, attention_mask, _ in batches:
-            extraction._hidden_states(model, input_ids.to(input_device), attention_mask.to(input_device))
+        for inputs in batches:
+            extraction._hidden_states(model, {key: value.to(input_device) for key, value in inputs.items()})
         if input_device.type == "cuda":
             torch.cuda.synchronize()
         seconds, dtype = time.perf_counter() - started, str(torch_dtype).removeprefix("torch.")

@@ -208,11 +208,11 @@ def test_cuda_out_of_memory_halves_the_batch(saved_models, tmp_path, monkeypatch
     forward = extract_module._hidden_states
     calls = []
 
-    def out_of_memory_once(model, input_ids, attention_mask):
-        calls.append(len(input_ids))
+    def out_of_memory_once(model, inputs):
+        calls.append(len(inputs["input_ids"]))
         if len(calls) == 1:
             raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated)")
-        return forward(model, input_ids, attention_mask)
+        return forward(model, inputs)
 
     monkeypatch.setattr(extract_module, "_hidden_states", out_of_memory_once)
     with caplog.at_level(logging.WARNING):

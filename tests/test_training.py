@@ -129,7 +129,7 @@ def test_learning_rate_warms_up_then_decays_to_the_floor():
     (dict(batch_size=100_000), ValueError, "too little for a batch"),
 ])
 def test_bad_arguments_raise_clear_errors(corpus, tmp_path, kwargs, error, message):
-    arguments = dict(arch="bert", corpus_text=corpus, out_root=tmp_path, save_steps=[1]) | kwargs
+    arguments = dict(arch="bert", corpus=corpus, out_root=tmp_path, save_steps=[1]) | kwargs
     with pytest.raises(error, match=message):
         training.train(**arguments)
 

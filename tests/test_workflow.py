@@ -1,10 +1,12 @@
 """The real Snakemake DAG: schema validation, fan-out, adding a model, and an end-to-end run of the CI preset."""
 
+import json
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -40,13 +42,14 @@ def test_dry_run_fans_out_one_extraction_per_checkpoint_and_one_metrics_job_per_
     experiment = plan(config)
     jobs = planned_jobs(REPO / "presets/demo.yaml", tmp_path)
     checkpoints = sum(len(ckpts) for ckpts in experiment.checkpoints.values())
-    assert checkpoints == 9 + 9 + 1
+    assert checkpoints == 9 + 9 + 1 + 2 + 2  # demo-pythia, demo-bert, MiniLM, demo-vit, demo-resnet
     assert jobs["extract_hidden_states"] == checkpoints
     assert jobs["pin_checkpoint"] == checkpoints
     assert jobs["layer_metrics"] == sum(
         len(ckpts) * len(experiment.layers(model)) for model, ckpts in experiment.checkpoints.items()
     )
-    assert jobs["train_model"] == 2
+    assert jobs["train_model"] == 4
+    assert jobs["sample_media"] == jobs["figure_by_modality"] == 1
     assert jobs["figure_profile_across_checkpoints"] == 2
 
 
@@ -54,8 +57,9 @@ def test_layers_per_job_batches_consecutive_layers_into_one_metrics_job(tmp_path
     config = yaml.safe_load((REPO / "presets/demo.yaml").read_text())
     config["metrics"]["layers_per_job"] = 3
     jobs = planned_jobs(write_config(config, tmp_path / "batched.yaml"), tmp_path)
-    # demo-pythia and demo-bert: 9 checkpoints x layers 0-2, 3-4; MiniLM: layers 0-2, 3-5, 6
-    assert jobs["layer_metrics"] == 9 * 2 * 2 + 3
+    # demo-pythia and demo-bert: 9 checkpoints x layers 0-2, 3-4; MiniLM: layers 0-2, 3-5, 6; demo-vit (layers 0-2,
+    # 3-4) and demo-resnet (0-2, 3): 2 checkpoints each
+    assert jobs["layer_metrics"] == 9 * 2 * 2 + 3 + 2 * 2 * 2
     assert plan(validate_config(config)).layer_groups("all-MiniLM-L6-v2") == ["0-2", "3-5", "6"]
     assert [list(layers_in_group(g)) for g in ("0-2", "6")] == [[0, 1, 2], [6]]
 
@@ -97,7 +101,19 @@ def test_paper_config_plans_every_figure_offline(tmp_path):
     assert early <= {c.revision for c in experiment.checkpoints["pythia-1.4b"]}
     assert experiment.models["pythia-2.8b"]["weights"] == "pytorch"  # its safetensors are main's (pythia#205)
     assert {"figure_anisotropy_by_layer", "figure_profile_across_checkpoints", "figure_id_across_checkpoints",
-            "figure_id_estimators"} <= set(jobs)
+            "figure_id_estimators", "figure_by_modality"} <= set(jobs)
+    assert jobs["sample_media"] == 2  # the image and the audio corpus
+
+
+def test_each_model_reads_the_corpus_of_its_modality(tmp_path):
+    out = snakemake("-n", "--configfile", str(REPO / "config.yaml"), "--forcerun", "extract_hidden_states",
+                    "results/manifests/canine-s/main.json", "results/manifests/resnet-50/main.json",
+                    "results/manifests/whisper-base/main.json", workdir=tmp_path).stdout
+    jobs = {re.search(r"output: .*results/manifests/([\w.-]+)/", job).group(1): job
+            for job in out.split("rule extract_hidden_states:")[1:]}
+    assert "results/corpus/enwik8/windows.parquet" in jobs["canine-s"]
+    assert "results/corpus/imagenet-val/image.parquet" in jobs["resnet-50"]
+    assert "results/corpus/common-voice-en/audio.parquet" in jobs["whisper-base"]
 
 
 @pytest.mark.parametrize(
@@ -106,6 +122,8 @@ def test_paper_config_plans_every_figure_offline(tmp_path):
         (lambda c: c["metrics"].update(batch_size=10), "10 is less than the minimum of 128"),
         (lambda c: c["models"]["demo-bert"].update(kind="decoder-only"), "decoder-only"),
         (lambda c: c["figures"]["id_estimators"].update(models=["no-such-model"]), "no-such-model"),
+        (lambda c: c["models"]["demo-bert"].update(modality="audio"), "has no `audio_corpus`"),
+        (lambda c: c["models"]["demo-bert"].update(modality="video"), "video"),
     ],
 )
 def test_a_bad_config_fails_before_any_job_with_a_message_naming_the_problem(tmp_path, edit, message):
@@ -127,4 +145,9 @@ def test_end_to_end_ci_preset_produces_every_figure_and_a_complete_table(tmp_pat
     assert any("extract" in str(log) for log in logs) and any("metrics" in str(log) for log in logs)
     snakemake("--cores", "1", "--configfile", str(configfile), "--report", "results/report.html", workdir=tmp_path)
     report = (tmp_path / "results/report.html").read_text(errors="replace")
-    assert "anisotropy_by_layer.png" in report
+    assert "anisotropy_by_layer.png" in report and "by_modality.png" in report
+    summary = pd.read_parquet(tmp_path / "results/tables/summary.parquet")
+    cosine = summary[(summary["metric"] == "avg_cosine") & (summary["step"] == 40)].groupby("model")["mean"]
+    assert set(cosine.groups) >= {"demo-vit", "demo-resnet"}  # the digit-trained ViT and CNN, measured end to end
+    manifest = json.loads((tmp_path / "results/manifests/demo-resnet/step40.json").read_text())
+    assert manifest["modality"] == "image" and manifest["layers"] == 3 and manifest["tokens_per_layer"] == 1024

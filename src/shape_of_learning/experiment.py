@@ -84,6 +84,14 @@ class Experiment:
         return [str(c[0]) if len(c) == 1 else f"{c[0]}-{c[-1]}" for c in chunks]
 
 
+def model_group(entry: dict) -> dict:
+    """Where the modality figure draws a model: its modality's panel, and its line style (what a token is)."""
+    modality = entry.get("modality", "text")
+    if modality == "text":
+        return {"modality": modality, "group": f"{entry.get('text_unit', 'subword')}-level"}
+    return {"modality": modality, "group": "CNN" if entry["kind"] == "cnn" else "transformer"}
+
+
 def layers_in_group(group: str) -> range:
     """Inverse of `Experiment.layer_groups`: "3" -> range(3, 4), "0-7" -> range(0, 8)."""
     first, _, last = group.partition("-")
@@ -93,6 +101,12 @@ def layers_in_group(group: str) -> range:
 def plan(config: dict, results_dir: str = "results") -> Experiment:
     """Expand a validated config into checkpoints and figures; cross-references the schema cannot check fail here."""
     models = config["models"]
+    for name, entry in models.items():
+        modality = entry.get("modality", "text")
+        if modality != "text" and not config.get(f"{modality}_corpus"):
+            raise ValueError(f"model {name!r} reads {modality} (modality: {modality}) but the config has no "
+                             f"`{modality}_corpus`; add one (name, local_path to a folder or archive, count) or "
+                             "remove the model")
     experiment = Experiment(models, {name: checkpoints(name, entry, results_dir) for name, entry in models.items()},
                             config["metrics"]["layers_per_job"])
     computed = set(config["metrics"]["names"])
@@ -128,4 +142,8 @@ def plan(config: dict, results_dir: str = "results") -> Experiment:
         for model in spec["models"]:
             figure(f"id_estimators_{model}", "id_estimators", model=model, metrics=spec["metrics"],
                    layer_average_over=figures["layer_average"])
+    if "by_modality" in figures:
+        spec = figures["by_modality"]
+        figure("by_modality", "by_modality", models=spec["models"], metric=spec["metric"],
+               groups={model: model_group(models[model]) for model in spec["models"] if model in models})
     return experiment

@@ -3,10 +3,12 @@
 Layer 0 is the embedding output, layer L the output of block L (``output_hidden_states=True`` of the base model, no
 LM head). Token vectors of padding and, by default, of special tokens (BERT's [CLS]/[SEP], Llama's BOS) are dropped;
 the first `n_tokens` remaining tokens of the windows, in order, are kept, so every layer holds exactly `n_tokens`
-vectors. Shards stream to disk one batch at a time and appear only when the whole job has succeeded.
+vectors. Shards stream to disk one batch at a time and appear only when the whole job has succeeded. What a model
+reads (text, images, audio) and which of its vectors count as tokens is `shape_of_learning.inputs`'s business.
 """
 
 import logging
+import math
 import os
 import pickle
 import time
@@ -17,9 +19,10 @@ from pathlib import Path
 import torch
 from accelerate.utils import get_max_memory
 from tqdm import tqdm
-from transformers import AutoConfig, AutoModel, AutoTokenizer
+from transformers import AutoConfig, AutoFeatureExtractor, AutoImageProcessor, AutoTokenizer
 
 from shape_of_learning import pinning
+from shape_of_learning.inputs import AudioInputs, ImageInputs, TextInputs, depth, model_class
 from shape_of_learning.registry import Checkpoint, tokenizer_location
 from shape_of_learning.shards import STORE_DTYPES, ShardWriter
 
@@ -42,10 +45,12 @@ def last_layer_after_final_norm(config) -> bool | None:
     return _LAST_AFTER_FINAL_NORM.get(config.model_type)
 
 
-def extract(checkpoint: Checkpoint, entry: dict, windows: list[str], n_tokens: int, out_dir: Path, *,
+def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out_dir: Path, *,
             pin: dict | None = None, special_tokens: str = "exclude", store_dtype: str = "float16",
             device: str = "auto", dtype: str = "auto") -> dict:
     """Write ``out_dir/layer_{0..L}.parquet`` with `n_tokens` token vectors each and return the job's manifest.
+
+    `items` are the corpus of the entry's ``modality``: text windows (str), or image or audio files (bytes).
 
     `entry` is the model's config entry (``layers``, ``batch_size``, ``max_length``, ``dtype``, ``tokenizer``,
     ``trust_remote_code``); `pin` is :func:`shape_of_learning.pinning.pin` of the checkpoint (computed if None):
@@ -70,29 +75,37 @@ def extract(checkpoint: Checkpoint, entry: dict, windows: list[str], n_tokens: i
     trust_remote_code = entry.get("trust_remote_code", False)
     device, dtype = _device_and_dtype(entry.get("dtype") or dtype, device)
     max_length = entry.get("max_length", 512)
+    modality = entry.get("modality", "text")
 
     config = AutoConfig.from_pretrained(checkpoint.location, revision=revision, trust_remote_code=trust_remote_code)
-    layers = config.num_hidden_layers
+    layers = depth(config)
     if layers != entry["layers"]:
         raise ValueError(f"{name}: the model has {layers} blocks but its config entry says layers: {entry['layers']}; "
                          f"set `layers: {layers}` for model {checkpoint.model!r}")
     max_positions = getattr(config, "max_position_embeddings", None)
-    if max_positions is not None and max_length > max_positions:
+    if modality == "text" and max_positions is not None and max_length > max_positions:
         raise ValueError(f"{name}: max_length {max_length} exceeds the model's {max_positions} positions; "
                          f"set `max_length` <= {max_positions}")
 
     tokenizer_source = tokenizer_location(entry, checkpoint)
-    tokenizer = AutoTokenizer.from_pretrained(
+    preprocessor = {"text": AutoTokenizer, "image": AutoImageProcessor, "audio": AutoFeatureExtractor}[modality]
+    preprocessor = preprocessor.from_pretrained(
         tokenizer_source, revision=revision if tokenizer_source == checkpoint.location else None,
         trust_remote_code=trust_remote_code)
-    plan = _plan_windows(tokenizer, windows, n_tokens, max_length, special_tokens == "exclude", name)
-    pad_id = _pad_id(tokenizer)
+    if modality == "text":  # CANINE's deep layers see one molecule per downsampling_rate characters: plan more text
+        budget = n_tokens * (config.downsampling_rate + 1) if config.model_type == "canine" else n_tokens
+        plan = _plan_windows(preprocessor, items, budget, max_length, special_tokens == "exclude", name)
+        source = TextInputs(plan, _pad_id(preprocessor), config)
 
     started = time.perf_counter()
     weights_format = pin.get("weights_format", "safetensors")  # locks written before PyTorch files were allowed
     model, input_device = _load_model(checkpoint.location, revision, config, dtype, device, trust_remote_code,
                                       weights_format, name)
     load_seconds = time.perf_counter() - started
+    if modality == "image":
+        source = ImageInputs(items, preprocessor, config, special_tokens == "exclude")
+    elif modality == "audio":
+        source = AudioInputs(items, preprocessor, model)
     family = config.model_type
     after_final_norm = last_layer_after_final_norm(config)
     if after_final_norm is None:
@@ -115,12 +128,13 @@ def extract(checkpoint: Checkpoint, entry: dict, windows: list[str], n_tokens: i
                   for layer in range(layers + 1)]
         writers = stack.enter_context(ThreadPoolExecutor(writer_threads))  # exits (waits) before the shards close
         progress = stack.enter_context(tqdm(total=n_tokens, unit="tok", desc=name, mininterval=5))
-        writes, start = [], 0
-        while start < len(plan):
-            batch = plan[start:start + batch_size]
-            input_ids, attention_mask, keep = _collate(batch, pad_id)
+        writes, start, used, filled = [], 0, 0, [0] * (layers + 1)
+        while start < len(source) and min(filled) < n_tokens:
+            batch = source.batch(start, batch_size)
+            inputs = {key: value.to(input_device, dtype=dtype if value.is_floating_point() else None)
+                      for key, value in batch.inputs.items()}
             try:
-                hidden = _hidden_states(model, input_ids.to(input_device), attention_mask.to(input_device))
+                hidden = _hidden_states(model, inputs)
             except torch.cuda.OutOfMemoryError:
                 if batch_size == 1:
                     raise
@@ -133,35 +147,48 @@ def extract(checkpoint: Checkpoint, entry: dict, windows: list[str], n_tokens: i
             if len(hidden) != layers + 1:
                 raise RuntimeError(f"{name}: the forward pass returned {len(hidden)} hidden states, expected "
                                    f"{layers + 1} (embedding output + {layers} blocks)")
-            rows, positions = keep.nonzero(as_tuple=True)
-            index = dict(windows=torch.tensor([w for w, _, _ in batch])[rows].numpy(), positions=positions.numpy(),
-                         token_ids=input_ids[rows, positions].numpy())
-            kept_rows = keep.flatten().nonzero().squeeze(1).to(input_device)  # into (batch * length, D)
-            kept = [_kept_vectors(states, kept_rows, store_dtype, f"{name} layer {layer}")
-                    for layer, states in enumerate(hidden)]
+            kept = []
+            for layer, states in enumerate(hidden):
+                vectors, keep, token_ids = batch.tokens(states)
+                rows, positions = keep.nonzero(as_tuple=True)
+                rows, positions = rows[:n_tokens - filled[layer]], positions[:n_tokens - filled[layer]]
+                filled[layer] += len(rows)
+                used = max(used, start + int(rows.max()) + 1 if len(rows) else 0)
+                index = dict(windows=batch.items[rows.cpu()].numpy(), positions=positions.cpu().numpy(),
+                             token_ids=None if token_ids is None else token_ids[rows.cpu(), positions.cpu()].numpy())
+                kept_rows = rows * vectors.shape[1] + positions  # into (batch * length, D)
+                kept.append((_kept_vectors(vectors, kept_rows, store_dtype, f"{name} layer {layer}") if len(rows)
+                             else [], index))
             del hidden
             for write in writes:  # the previous batch, so that at most one batch waits in memory
                 write.result()
-            writes = [writers.submit(shard.append, vectors, **index) for shard, vectors in zip(shards, kept)]
-            progress.update(len(rows))
-            start += len(batch)
+            writes = [writers.submit(shard.append, vectors, **index) for shard, (vectors, index) in zip(shards, kept)
+                      if len(vectors)]  # a layer already full (CNN stages fill at different rates) takes nothing
+            progress.update(min(filled) - progress.n)
+            start += len(batch.items)
         for write in writes:
             write.result()
+        if min(filled) < n_tokens:  # before the shards close: a short shard is never written
+            layer = filled.index(min(filled))
+            needed = math.ceil(n_tokens * start / max(filled[layer], 1))
+            raise ValueError(f"{name}: the {len(source)} {source.unit} yield {filled[layer]} token vectors at layer "
+                             f"{layer}, fewer than the budget n_tokens={n_tokens}; sample about {needed} "
+                             f"{source.unit} (the corpus's count) or lower the token budget")
         seconds = time.perf_counter() - started
     logger.info("%s: %d tokens x %d layers in %.1f s (%.0f tokens/s), model load %.1f s", name, n_tokens,
                 layers + 1, seconds, n_tokens / seconds, load_seconds)
     return {**pin, "tokenizer": tokenizer_source, "family": family, "kind": entry.get("kind"), "layers": layers,
-            "hidden_size": config.hidden_size, "tokens_per_layer": n_tokens, "windows_used": len(plan),
-            "max_length": max_length, "batch_size": batch_size, "dtype": metadata["model_dtype"],
+            "modality": modality, "hidden_size": getattr(config, "hidden_size", None), "tokens_per_layer": n_tokens,
+            "windows_used": used, "max_length": max_length, "batch_size": batch_size, "dtype": metadata["model_dtype"],
             "store_dtype": store_dtype, "device": str(input_device), "special_tokens": special_tokens,
             "last_layer_after_final_norm": after_final_norm, "load_seconds": round(load_seconds, 3),
             "seconds": round(seconds, 3), "tokens_per_second": round(n_tokens / seconds, 1)}
 
 
-def _hidden_states(model, input_ids, attention_mask) -> tuple[torch.Tensor, ...]:
-    """Embedding output and every block's output, each (batch, length, D)."""
+def _hidden_states(model, inputs: dict) -> tuple[torch.Tensor, ...]:
+    """Embedding output and every block's output, each (batch, length, D) or a feature map (batch, C, H, W)."""
     with torch.inference_mode():
-        return model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True).hidden_states
+        return model(**inputs, output_hidden_states=True).hidden_states
 
 
 def _kept_vectors(states: torch.Tensor, kept_rows: torch.Tensor, store_dtype: str, name: str):
@@ -189,12 +216,13 @@ def _device_and_dtype(dtype: str, device: str) -> tuple[str, torch.dtype]:
 
 def _load_model(location: str, revision: str | None, config, dtype: torch.dtype, device: str,
                 trust_remote_code: bool, weights_format: str = "safetensors", name: str = ""):
-    """The base model in eval mode and the device its inputs go to, from the pinned weight format only."""
+    """The model in eval mode and the device its inputs go to, from the pinned weight format only."""
     kwargs = dict(config=config, revision=revision, dtype=dtype, use_safetensors=weights_format == "safetensors",
                   weights_only=True, trust_remote_code=trust_remote_code)
+    architecture = model_class(config)
     if device.startswith("cuda"):
         with torch.device("meta"):  # parameter count without allocating anything
-            weight_bytes = sum(p.numel() for p in AutoModel.from_config(config, trust_remote_code=trust_remote_code)
+            weight_bytes = sum(p.numel() for p in architecture.from_config(config, trust_remote_code=trust_remote_code)
                                .parameters()) * dtype.itemsize
         index = torch.device(device).index or 0
         free_bytes = torch.cuda.mem_get_info(index)[0]
@@ -204,14 +232,14 @@ def _load_model(location: str, revision: str | None, config, dtype: torch.dtype,
             # accelerate would fill the GPU with weights and leave no room for a batch's activations (seen on an
             # H200: out of memory at batch size 1), so weights get 70% of the free memory and the rest goes to CPU
             max_memory = get_max_memory() | {index: int(0.7 * free_bytes)}
-            model = _from_pretrained(location, name, device_map="auto", max_memory=max_memory, **kwargs)
-            return model, model.get_input_embeddings().weight.device
-    return _from_pretrained(location, name, **kwargs).to(device), torch.device(device)
+            model = _from_pretrained(architecture, location, name, device_map="auto", max_memory=max_memory, **kwargs)
+            return model, next(model.parameters()).device  # where the first module (the embeddings) was placed
+    return _from_pretrained(architecture, location, name, **kwargs).to(device), torch.device(device)
 
 
-def _from_pretrained(location: str, name: str, **kwargs):
+def _from_pretrained(architecture, location: str, name: str, **kwargs):
     try:
-        return AutoModel.from_pretrained(location, **kwargs).eval()
+        return architecture.from_pretrained(location, **kwargs).eval()
     except pickle.UnpicklingError as error:
         culprit = next((line.strip() for line in str(error).splitlines() if "Unsupported global" in line), "")
         raise ValueError(
@@ -248,16 +276,3 @@ def _pad_id(tokenizer) -> int:
     """Right padding keeps real tokens at positions 0..n-1 and the attention mask hides the pads, so their id (eos
     for tokenizers without a pad token, like GPT-2 and Pythia) never reaches a kept vector."""
     return next(i for i in (tokenizer.pad_token_id, tokenizer.eos_token_id, 0) if i is not None)
-
-
-def _collate(batch, pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Right-padded input ids, attention mask and the mask of kept token positions, each (batch, longest)."""
-    longest = max(len(ids) for _, ids, _ in batch)
-    input_ids = torch.full((len(batch), longest), pad_id, dtype=torch.long)
-    attention_mask = torch.zeros_like(input_ids)
-    keep = torch.zeros_like(input_ids, dtype=torch.bool)
-    for row, (_, ids, kept) in enumerate(batch):
-        input_ids[row, :len(ids)] = torch.tensor(ids)
-        attention_mask[row, :len(ids)] = 1
-        keep[row, kept] = True
-    return input_ids, attention_mask, keep

@@ -146,6 +146,16 @@ def layer_average_text(embedding: bool, final_norm: bool) -> str:
             f"{'included' if final_norm else 'left out'} where it follows the final norm.")
 
 
+def final_checkpoints(rows: pd.DataFrame) -> pd.DataFrame:
+    """Each model's rows at its final checkpoint: the largest step (a single checkpoint, e.g. step -1, is final)."""
+    rows = rows[rows["step"] == rows.groupby("model")["step"].transform("max")]
+    names_per_model = rows.groupby("model")["checkpoint"].nunique()
+    if (ambiguous := names_per_model[names_per_model > 1]).size:
+        raise ValueError(f"model(s) {ambiguous.index.tolist()} have several checkpoints at their largest step; "
+                         "pass one checkpoint per model")
+    return rows
+
+
 def plot_band(ax, x, mean, std, hollow=None, **line_style) -> None:
     """A line at `mean` with a shaded mean +- std band of the same colour; points where `hollow` is True get hollow
     markers (checkpoints drawn although their weights are another's)."""
@@ -189,14 +199,10 @@ def anisotropy_by_layer(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, 
     depth share a panel. One line per model, bands mean +- std across batches; y shared between panels.
     """
     rows, flagged = apply_duplicate_policy(select(summary, [metric], models), duplicates)
-    final_steps = rows.groupby("model")["step"].max()
-    rows = rows[rows["step"] == rows["model"].map(final_steps)]
+    rows = final_checkpoints(rows)
     # only the flagged checkpoints that would otherwise be (omit) or are (mark) a model's final one matter here
+    final_steps = rows.groupby("model")["step"].max()
     flagged = flagged[[step >= final_steps.get(model, -1) for model, step in flagged[["model", "step"]].values]]
-    names_per_model = rows.groupby("model")["checkpoint"].nunique()
-    if (ambiguous := names_per_model[names_per_model > 1]).size:
-        raise ValueError(f"model(s) {ambiguous.index.tolist()} have several checkpoints at their largest step; "
-                         "pass one checkpoint per model")
     kinds = [kind for kind in ("encoder", "decoder") if kind in set(rows["kind"])]
     figure, axes = new_figure(len(kinds), 5.0, sharey=True)
     colours = dict(zip(sorted(rows["model"].unique()), sns.color_palette("colorblind", rows["model"].nunique())))
@@ -298,4 +304,45 @@ def id_estimators(summary: pd.DataFrame, model: str, out_png: Path, out_pdf: Pat
     axes[0].set_ylabel("Intrinsic dimension, mean over layers")
     figure.suptitle(f"{model}: intrinsic dimension estimators during training")
     footnote(figure, flagged, duplicates, layer_average_text(**over))
+    return save(figure, out_png, out_pdf)
+
+
+MODALITY_ORDER = ("text", "image", "audio")
+GROUP_STYLES = {"subword-level": "-", "character-level": "--", "byte-level": ":", "transformer": "-", "CNN": "--"}
+
+
+def by_modality(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, groups: dict[str, dict],
+                metric: str = "avg_cosine", models: Iterable[str] | None = None,
+                duplicates: str = "omit") -> matplotlib.figure.Figure:
+    """Godey et al. (2023): `metric` per relative depth (layer / num_layers) at each model's final checkpoint, one
+    panel per modality (text, image, audio), one line per model.
+
+    `groups` maps each model to ``{"modality": ..., "group": ...}`` (`shape_of_learning.experiment.model_group`): the
+    line style tells transformers (solid) from CNNs (dashed), and subword (solid) from character- (dashed) and
+    byte-level (dotted) text models. Bands mean +- std across batches; y shared between panels. The final checkpoint
+    is chosen among those whose weights are their own, as in `anisotropy_by_layer`.
+    """
+    rows, flagged = apply_duplicate_policy(select(summary, [metric], models), duplicates)
+    rows = final_checkpoints(rows)
+    final_steps = rows.groupby("model")["step"].max()
+    flagged = flagged[[step >= final_steps.get(model, -1) for model, step in flagged[["model", "step"]].values]]
+    if missing := sorted(set(rows["model"]) - set(groups)):
+        raise ValueError(f"model(s) {missing} have no modality group; pass groups for every plotted model")
+    modalities = [m for m in MODALITY_ORDER if any(groups[model]["modality"] == m for model in rows["model"].unique())]
+    figure, axes = new_figure(len(modalities), 5.0, sharey=True)
+    colours = dict(zip(sorted(rows["model"].unique()), sns.color_palette("colorblind", rows["model"].nunique())))
+    for ax, modality in zip(axes, modalities):
+        for model, line in rows.groupby("model"):
+            group = groups[model]
+            if group["modality"] != modality:
+                continue
+            plot_band(ax, line["layer"] / line["num_layers"], line["mean"], line["std"], color=colours[model],
+                      linestyle=GROUP_STYLES.get(group["group"], "-"), marker="o", markersize=3,
+                      label=f"{model} ({group['group']})")
+        ax.set_title(modality.capitalize())
+        ax.set_xlabel("Relative depth (layer / number of layers)")
+        ax.legend(fontsize="small")
+    axes[0].set_ylabel(metric_label(metric))
+    figure.suptitle(f"{metric_label(metric)} across layers by modality: transformers vs CNNs, characters vs subwords")
+    footnote(figure, flagged, duplicates)
     return save(figure, out_png, out_pdf)

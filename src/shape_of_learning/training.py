@@ -1,8 +1,13 @@
-"""Train the demo's own small byte-level transformers and save Pythia-like checkpoints.
+"""Train the demo's own small models and save Pythia-like checkpoints: byte-level transformers on the text corpus,
+a vision transformer and a CNN on the image corpus (scikit-learn's digits in the demo).
 
-Two architectures, both from Hugging Face so the extractor loads them like any Hub model:
+Four architectures, all from Hugging Face so the extractor loads them like any Hub model:
 - ``"gpt_neox"``: a Pythia-architecture decoder (`GPTNeoXForCausalLM`), causal-LM objective;
-- ``"bert"``: a BERT encoder (`BertForMaskedLM`), masked-LM objective (BERT's 15% masking, 80/10/10).
+- ``"bert"``: a BERT encoder (`BertForMaskedLM`), masked-LM objective (BERT's 15% masking, 80/10/10);
+- ``"vit"``: a ViT (`ViTForImageClassification`), `num_layers` blocks on `patch_size` patches, classification;
+- ``"resnet"``: a ResNet of basic blocks (`ResNetForImageClassification`), `num_layers` stages of one block each,
+  channels doubling per stage up to `d_model`, classification.
+Images are resized to `image_size` and normalised by a saved `ViTImageProcessor`, which extraction loads as well.
 
 Tokens are bytes: token id = number of special tokens + byte value, so the whole corpus is turned into ids with one
 `frombuffer` and every text is encodable. The saved tokenizer (a `tokenizers` byte-level BPE without merges) maps text
@@ -21,11 +26,14 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
 from tqdm.auto import tqdm
-from transformers import BertConfig, BertForMaskedLM, GPTNeoXConfig, GPTNeoXForCausalLM, PreTrainedTokenizerFast
+from transformers import (BertConfig, BertForMaskedLM, GPTNeoXConfig, GPTNeoXForCausalLM, PreTrainedTokenizerFast,
+                          ResNetConfig, ResNetForImageClassification, ViTConfig, ViTForImageClassification,
+                          ViTImageProcessor)
 
 logger = logging.getLogger(__name__)
 
-ARCHITECTURES = ("gpt_neox", "bert")
+ARCHITECTURES = ("gpt_neox", "bert", "vit", "resnet")
+IMAGE_ARCHITECTURES = ("vit", "resnet")
 # Special tokens take the first ids; bytes follow. Pythia's names for the decoder, BERT's for the encoder.
 DECODER_SPECIAL_TOKENS = {"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>", "pad_token": "<|padding|>"}
 ENCODER_SPECIAL_TOKENS = {"pad_token": "[PAD]", "cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]"}
@@ -47,10 +55,13 @@ class Hyperparameters:
     grad_clip: float = 1.0
     dropout: float = 0.0  # Pythia trains without dropout
     mask_probability: float = 0.15  # BERT only: fraction of bytes chosen for prediction
+    image_size: int = 32  # images only: side after resizing (digits are 8 x 8)
+    patch_size: int = 4  # ViT only: (image_size / patch_size)^2 patches
     log_every: int = 10
 
     def __post_init__(self):
-        positive = ("num_layers", "d_model", "num_heads", "seq_len", "batch_size", "lr", "log_every")
+        positive = ("num_layers", "d_model", "num_heads", "seq_len", "batch_size", "lr", "log_every", "image_size",
+                    "patch_size")
         if bad := [f"{name}={getattr(self, name)}" for name in positive if getattr(self, name) <= 0]:
             raise ValueError(f"hyperparameters must be positive: {', '.join(bad)}")
         if self.d_model % self.num_heads:
@@ -88,8 +99,44 @@ def byte_tokenizer(arch: str, seq_len: int) -> PreTrainedTokenizerFast:
     return PreTrainedTokenizerFast(tokenizer_object=tokenizer, model_max_length=seq_len, **special_tokens)
 
 
+def image_processor(hp: Hyperparameters) -> ViTImageProcessor:
+    """Resize to image_size x image_size and scale pixels to [-1, 1]; saved with every image checkpoint."""
+    return ViTImageProcessor(size={"height": hp.image_size, "width": hp.image_size}, image_mean=[0.5] * 3,
+                             image_std=[0.5] * 3)
+
+
+def build_image_model(arch: str, hp: Hyperparameters, num_labels: int):
+    """A freshly initialised image classifier (seed the global RNG first)."""
+    if arch == "vit":
+        if hp.image_size % hp.patch_size:
+            raise ValueError(f"image_size={hp.image_size} must be divisible by patch_size={hp.patch_size}")
+        return ViTForImageClassification(ViTConfig(
+            image_size=hp.image_size, patch_size=hp.patch_size, hidden_size=hp.d_model, num_hidden_layers=hp.num_layers,
+            num_attention_heads=hp.num_heads, intermediate_size=4 * hp.d_model, num_labels=num_labels,
+            hidden_dropout_prob=hp.dropout, attention_probs_dropout_prob=hp.dropout))
+    widths = [max(1, hp.d_model >> (hp.num_layers - 1 - stage)) for stage in range(hp.num_layers)]
+    return ResNetForImageClassification(ResNetConfig(
+        embedding_size=widths[0], hidden_sizes=widths, depths=[1] * hp.num_layers, layer_type="basic",
+        num_labels=num_labels))
+
+
+def load_images(corpus: Path, hp: Hyperparameters) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pixel values and labels of a sampled image corpus (see `shape_of_learning.corpus.media`)."""
+    from shape_of_learning.corpus.media import decode_image, read_media
+
+    if Path(corpus).suffix != ".parquet":
+        raise ValueError(f"{corpus} is not a sampled image corpus; an image model needs `modality: image` in its "
+                         "config entry and an `image_corpus` in the config")
+    items = read_media(corpus)
+    if (items["label"] < 0).any():
+        raise ValueError(f"{corpus} has images without a label; training needs a labelled corpus such as "
+                         "image_corpus: {sklearn_digits: true}")
+    pixels = image_processor(hp)([decode_image(data) for data in items["data"]], return_tensors="pt")["pixel_values"]
+    return pixels, torch.tensor(items["label"].to_numpy())
+
+
 def build_model(arch: str, hp: Hyperparameters, tokenizer: PreTrainedTokenizerFast):
-    """A freshly initialised model (seed the global RNG first for a reproducible initialisation)."""
+    """A freshly initialised text model (seed the global RNG first for a reproducible initialisation)."""
     shape = dict(vocab_size=len(tokenizer), hidden_size=hp.d_model, num_hidden_layers=hp.num_layers,
                  num_attention_heads=hp.num_heads, intermediate_size=4 * hp.d_model,
                  max_position_embeddings=hp.seq_len, pad_token_id=tokenizer.pad_token_id)
@@ -146,12 +193,14 @@ def save_checkpoint(model, tokenizer, out_dir: Path, metadata: dict) -> None:
     tmp.rename(out_dir)
 
 
-def train(arch: str, corpus_text: Path, out_root: Path, save_steps: list[int], *, seed: int = 0,
+def train(arch: str, corpus: Path, out_root: Path, save_steps: list[int], *, seed: int = 0,
           threads: int | None = None, **hyperparameters) -> list[Path]:
-    """Train a small byte-level `arch` model on `corpus_text` and save ``out_root/step{N}/`` for N in save_steps.
+    """Train a small `arch` model on `corpus` and save ``out_root/step{N}/`` for N in save_steps.
 
-    Runs max(save_steps) AdamW updates on random windows of the UTF-8 text; step 0 is the initialisation, before any
-    update. Each checkpoint dir holds model.safetensors, config.json, the tokenizer and training.json (arch, step,
+    Runs max(save_steps) AdamW updates on random windows of the UTF-8 text `corpus` (byte-level text models) or on
+    random batches of a labelled image corpus's items.parquet (vit, resnet); step 0 is the initialisation, before any
+    update. Each checkpoint dir holds model.safetensors, config.json, the tokenizer or image processor and
+    training.json (arch, step,
     seed, hyperparameters, the loss of the last batch). Deterministic for a `seed` on a given machine and thread count.
     Any field of `Hyperparameters` can be overridden by keyword, e.g. ``train(..., num_layers=2, lr=3e-4)``.
     `threads` sets torch's intra-op threads for this process (default: torch's choice, all cores); pass the cores
@@ -167,25 +216,23 @@ def train(arch: str, corpus_text: Path, out_root: Path, save_steps: list[int], *
     if not save_steps or not all(isinstance(step, int) and step >= 0 for step in save_steps):
         raise ValueError(f"save_steps must be a non-empty list of integers >= 0, got {save_steps}")
     save_steps = sorted(set(save_steps))
-    corpus_bytes = Path(corpus_text).read_bytes()
-    try:
-        corpus_bytes.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{corpus_text} is not UTF-8 text ({error}); clean the corpus first") from error
-
-    tokenizer = byte_tokenizer(arch, hp.seq_len)
-    corpus_ids = torch.frombuffer(bytearray(corpus_bytes), dtype=torch.uint8).long() + (len(tokenizer) - 256)
-    needed = hp.seq_len + hp.batch_size  # enough bytes for batch_size distinct windows
-    if len(corpus_ids) < needed:
-        raise ValueError(f"{corpus_text} has {len(corpus_ids)} bytes, too little for a batch of {hp.batch_size} "
-                         f"windows of {hp.seq_len} tokens (needs >= {needed}); use more text or smaller "
-                         "batch_size/seq_len")
-
     if threads is not None:
         torch.set_num_threads(threads)
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
-    model = build_model(arch, hp, tokenizer)
+    if arch in IMAGE_ARCHITECTURES:
+        pixels, labels = load_images(corpus, hp)
+        tokenizer, size = image_processor(hp), f"{len(labels)} images"
+        model = build_image_model(arch, hp, int(labels.max()) + 1)
+
+        def batch():
+            rows = torch.randint(len(labels), (hp.batch_size,), generator=generator)
+            return {"pixel_values": pixels[rows], "labels": labels[rows]}
+    else:
+        corpus_ids, tokenizer = _byte_corpus(corpus, arch, hp)
+        size = f"{len(corpus_ids)} bytes"
+        model = build_model(arch, hp, tokenizer)
+        batch = lambda: sample_batch(arch, corpus_ids, tokenizer, hp, generator)  # noqa: E731
     # as nanoGPT: decay matrices and embeddings, not biases and LayerNorm gains
     parameters = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW([{"params": [p for p in parameters if p.dim() >= 2]},
@@ -194,11 +241,11 @@ def train(arch: str, corpus_text: Path, out_root: Path, save_steps: list[int], *
     total_steps = save_steps[-1]
     out_root = Path(out_root)
     out_root.mkdir(parents=True, exist_ok=True)
-    logger.info("training %s (%.2fM parameters) for %d steps on %s (%d bytes)", arch,
-                model.num_parameters() / 1e6, total_steps, corpus_text, len(corpus_ids))
+    logger.info("training %s (%.2fM parameters) for %d steps on %s (%s)", arch,
+                model.num_parameters() / 1e6, total_steps, corpus, size)
 
     def save(step, loss):
-        metadata = {"arch": arch, "step": step, "seed": seed, "loss": loss, "corpus": str(corpus_text),
+        metadata = {"arch": arch, "step": step, "seed": seed, "loss": loss, "corpus": str(corpus),
                     "hyperparameters": dataclasses.asdict(hp)}
         save_checkpoint(model, tokenizer, out_root / f"step{step}", metadata)
 
@@ -211,7 +258,7 @@ def train(arch: str, corpus_text: Path, out_root: Path, save_steps: list[int], *
         lr = learning_rate(step - 1, total_steps, hp)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        loss = model(**sample_batch(arch, corpus_ids, tokenizer, hp, generator)).loss
+        loss = model(**batch()).loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), hp.grad_clip)
@@ -223,3 +270,20 @@ def train(arch: str, corpus_text: Path, out_root: Path, save_steps: list[int], *
         if step in save_set:
             save(step, loss)
     return [out_root / f"step{step}" for step in save_steps]
+
+
+def _byte_corpus(corpus_text: Path, arch: str, hp: Hyperparameters) -> tuple[torch.Tensor, PreTrainedTokenizerFast]:
+    """The UTF-8 text as byte-token ids, and the byte tokenizer that maps text to the same ids."""
+    corpus_bytes = Path(corpus_text).read_bytes()
+    try:
+        corpus_bytes.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{corpus_text} is not UTF-8 text ({error}); clean the corpus first") from error
+    tokenizer = byte_tokenizer(arch, hp.seq_len)
+    corpus_ids = torch.frombuffer(bytearray(corpus_bytes), dtype=torch.uint8).long() + (len(tokenizer) - 256)
+    needed = hp.seq_len + hp.batch_size  # enough bytes for batch_size distinct windows
+    if len(corpus_ids) < needed:
+        raise ValueError(f"{corpus_text} has {len(corpus_ids)} bytes, too little for a batch of {hp.batch_size} "
+                         f"windows of {hp.seq_len} tokens (needs >= {needed}); use more text or smaller "
+                         "batch_size/seq_len")
+    return corpus_ids, tokenizer

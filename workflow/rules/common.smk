@@ -3,6 +3,9 @@ from shape_of_learning.experiment import plan
 
 EXPERIMENT = plan(config)
 CORPUS = f"results/corpus/{config['corpus']['name']}"
+# Image and audio corpora (Godey et al.): one sampled file per modality, read by the models of that modality.
+MEDIA = {modality: f"results/corpus/{config[f'{modality}_corpus']['name']}/{modality}.parquet"
+         for modality in ("image", "audio") if config.get(f"{modality}_corpus")}
 ENV = "../../envs/pipeline.yaml"
 
 
@@ -28,6 +31,12 @@ FIGURES = [path for fig in EXPERIMENT.figures for path in fig.outputs]
 
 def model_entry(wildcards):
     return EXPERIMENT.models[wildcards.model]
+
+
+def model_corpus(wildcards, text=f"{CORPUS}/windows.parquet"):
+    """The corpus items a model reads, by its modality: text windows, or the sampled image or audio files."""
+    modality = EXPERIMENT.models[wildcards.model]["modality"]
+    return text if modality == "text" else MEDIA[modality]
 
 
 def trained_model_dir(wildcards):

@@ -1,4 +1,5 @@
-# Corpus: obtain and verify the Wikipedia dump, strip the markup, and sample the text windows every model shares.
+# Corpus: obtain and verify the Wikipedia dump, strip the markup, and sample the text windows every model shares;
+# sample and verify the image and audio files that vision and speech models share.
 
 
 rule obtain_corpus:
@@ -43,3 +44,20 @@ rule sample_windows:
         ENV
     script:
         "../scripts/sample_windows.py"
+
+
+rule sample_media:
+    output:
+        "results/corpus/{corpus}/{modality}.parquet",
+    wildcard_constraints:
+        modality="image|audio",
+    params:
+        spec=lambda wildcards: config[f"{wildcards.modality}_corpus"],
+    log:
+        "logs/corpus/{corpus}_{modality}.log",
+    benchmark:
+        "results/benchmarks/corpus/{corpus}_{modality}.tsv"
+    conda:
+        ENV
+    script:
+        "../scripts/sample_media.py"

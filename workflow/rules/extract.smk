@@ -3,7 +3,7 @@
 
 rule extract_hidden_states:
     input:
-        windows=f"{CORPUS}/windows.parquet",
+        corpus=model_corpus,
         pin="results/lock/{model}/{checkpoint}.json",
         trained=trained_model_dir,
     output:

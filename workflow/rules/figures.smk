@@ -62,3 +62,18 @@ rule figure_id_estimators:
         ENV
     script:
         "../scripts/plot_figure.py"
+
+
+rule figure_by_modality:
+    input:
+        "results/tables/summary.parquet",
+    output:
+        **figure_outputs("by_modality", "by_modality.rst", figure="Godey et al.: anisotropy by modality"),
+    params:
+        figure=lambda wildcards: figure_spec("by_modality"),
+    log:
+        "logs/figures/by_modality.log",
+    conda:
+        ENV
+    script:
+        "../scripts/plot_figure.py"

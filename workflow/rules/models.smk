@@ -3,7 +3,7 @@
 
 rule train_model:
     input:
-        f"{CORPUS}/clean.txt",
+        lambda wildcards: model_corpus(wildcards, text=f"{CORPUS}/clean.txt"),
     output:
         directory("results/models/{model}"),
     params:
