@@ -1,0 +1,47 @@
+"""Tables 1 and 2 of Rajaee & Pilehvar (2022): our values beside the paper's, as tidy CSV and as rendered HTML."""
+
+from pathlib import Path
+
+import pandas as pd
+
+PAPER_VALUES = Path(__file__).with_name("paper_values.csv")
+VARIANT = ["setting", "which", "removed"]
+ROW = ["dataset", "model", "state", "paper_model"]
+
+
+def paper_values() -> pd.DataFrame:
+    """Every cell of the paper's Tables 1-2 (one row per cell pair: performance, isotropy), from paper_values.csv."""
+    return pd.read_csv(PAPER_VALUES, comment="#")
+
+
+def comparison(results: pd.DataFrame) -> dict[int, pd.DataFrame]:
+    """Tables 1 and 2, tidy: our performance and isotropy (both I(W) sign conventions) beside the paper's values for
+    the same paper model, state and setting. Table 2 is every state's baseline plus the least-directions variants.
+
+    `results` has one row per (dataset, model, state, paper_model, table, setting, which, removed) with columns
+    performance, isotropy, isotropy_u_only; paper_model may be empty (no paper values).
+    """
+    paper = paper_values().rename(columns={"model": "paper_model", "performance": "paper_performance",
+                                           "isotropy": "paper_isotropy"})
+    tables = {}
+    for table in (1, 2):
+        ours = results[(results["table"] == table) | ((table == 2) & (results["setting"] == "baseline"))]
+        ours = ours.drop(columns="table").assign(table=table)
+        merged = ours.merge(paper, on=["table", "paper_model", "state", *VARIANT], how="left")
+        columns = [*ROW, *VARIANT, "performance", "paper_performance", "isotropy", "isotropy_u_only",
+                   "paper_isotropy", "layer", "tokens", "texts", "pairs"]
+        tables[table] = merged[columns].reset_index(drop=True)
+    return tables
+
+
+def render(table: pd.DataFrame, title: str) -> str:
+    """A wide HTML table as in the paper: one row per model and state, two columns per setting (Perf., Isotropy),
+    each followed by the paper's value."""
+    label = table["setting"] + table.apply(lambda r: f" ({r['which']} {r['removed']})" if r["removed"] else "", 1)
+    values = table.assign(variant=label).set_index([*ROW, "variant"])[
+        ["performance", "paper_performance", "isotropy", "isotropy_u_only", "paper_isotropy"]]
+    wide = values.unstack("variant").swaplevel(axis=1)
+    order = list(dict.fromkeys(label))
+    wide = wide[[(v, c) for v in order for c in values.columns]]
+    formats = {column: ("{:.2f}" if "performance" in column[1] else "{:.2g}") for column in wide.columns}
+    return (f"<h3>{title}</h3>\n" + wide.style.format(formats, na_rep="-").to_html())
