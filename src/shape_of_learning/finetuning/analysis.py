@@ -19,6 +19,7 @@ from scipy.stats import spearmanr
 from sklearn.decomposition import PCA
 
 from shape_of_learning.extract import extract
+from shape_of_learning.metrics import Vectors
 from shape_of_learning.metrics.isotropy import isotropy_iw, isotropy_iw_u_only
 from shape_of_learning.registry import Checkpoint, tokenizer_location
 from shape_of_learning.shards import read_shard
@@ -39,6 +40,12 @@ def variants(directions: int, least: list[int]) -> list[dict]:
             for s in transforms.SETTINGS]
     rows += [dict(table=2, setting=s, which="least", removed=n) for s in ("global", "cluster_based") for n in least]
     return rows
+
+
+def isotropy(X: np.ndarray, device: str = "auto") -> dict:
+    """I(W) of X in both sign conventions, sharing one eigendecomposition."""
+    vectors = Vectors.of(X, device)
+    return dict(isotropy=isotropy_iw(vectors), isotropy_u_only=isotropy_iw_u_only(vectors))
 
 
 def pair_performance(tokens: np.ndarray, text_of_token: np.ndarray, pairs: pd.DataFrame, texts: list[str]) -> float:
@@ -80,8 +87,7 @@ def analyse(checkpoint: Checkpoint, entry: dict, pin: dict, pairs: pd.DataFrame,
     words, first = ~index["special"].to_numpy(), (index["position"] == 0).to_numpy()
     if missing := sorted(set(range(len(texts))) - set(index.loc[words, "window"])):
         raise ValueError(f"{checkpoint.model}: texts without a non-special token, e.g. {texts[missing[0]]!r}")
-    per_layer = [dict(layer=layer, tokens=name, count=int(rows.sum()), isotropy=isotropy_iw(X[rows], device),
-                      isotropy_u_only=isotropy_iw_u_only(X[rows], device))
+    per_layer = [dict(layer=layer, tokens=name, count=int(rows.sum()), **isotropy(X[rows], device))
                  for layer, X in enumerate(layers) for name, rows in (("all", words), ("cls", first))]
 
     X, text_of_token = layers[table_layer][words], index.loc[words, "window"].to_numpy()
@@ -94,7 +100,7 @@ def analyse(checkpoint: Checkpoint, entry: dict, pin: dict, pairs: pd.DataFrame,
         Y = transforms.transform(X, variant["setting"], labels=labels, directions=variant["removed"],
                                  which=variant["which"])
         rows.append(dict(**variant, performance=pair_performance(Y, text_of_token, pairs, texts),
-                         isotropy=isotropy_iw(Y, device), isotropy_u_only=isotropy_iw_u_only(Y, device)))
+                         **isotropy(Y, device)))
         logger.info("%s: %s", checkpoint.model, rows[-1])
     table = pd.DataFrame(rows).assign(layer=len(layers) + table_layer if table_layer < 0 else table_layer,
                                       tokens=len(X), texts=len(texts), pairs=len(pairs))

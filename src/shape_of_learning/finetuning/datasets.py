@@ -51,8 +51,9 @@ def read_word_pairs(path: Path) -> pd.DataFrame:
 
 def read_lee(documents: Path, ratings: Path) -> pd.DataFrame:
     """Lee, Pincombe & Welsh (2005): one news document per line and the matrix of mean human similarity ratings
-    (0-1), whose upper triangle rates each pair once: 50 documents give 1,225 pairs."""
-    texts = Path(documents).read_text(encoding="utf-8").splitlines()
+    (0-1), whose upper triangle rates each pair once: 50 documents give 1,225 pairs. The documents are Latin-1
+    (the pound sign is byte 0xa3), as gensim ships them."""
+    texts = Path(documents).read_text(encoding="latin-1").splitlines()
     matrix = []
     for number, line in enumerate(Path(ratings).read_text().splitlines(), 1):
         matrix.append([_rating(value, ratings, number, 0, 1) for value in line.split()])
