@@ -213,3 +213,13 @@ def test_a_split_reference_names_the_known_splits():
     assert split_reference("stsb/dev", known, "here") == ("stsb", "dev")
     with pytest.raises(ValueError, match=r"'stsb/test' is not a configured dataset split.*stsb/train"):
         split_reference("stsb/test", known, "here")
+
+
+def test_a_finetune_entry_is_one_local_checkpoint_main_that_the_pipeline_writes():
+    from shape_of_learning.registry import checkpoints
+
+    (checkpoint,) = checkpoints("bert-stsb", {"finetune": {"base": "bert", "data": "stsb/train"}}, "out")
+    assert (checkpoint.name, checkpoint.source, checkpoint.location, checkpoint.step) == (
+        "main", "local", "out/finetuned/bert-stsb", -1)
+    with pytest.raises(ValueError, match="remove `checkpoints`"):
+        checkpoints("bert-stsb", {"finetune": {"base": "bert", "data": "d/s"}, "checkpoints": ["main"]})
