@@ -10,7 +10,8 @@ from shape_of_learning.registry import tokenizer_location
 
 def labelled(paths, jobs):
     return pd.concat([pd.read_parquet(path).assign(pair=f"{job.pair.pretrained} -> {job.pair.finetuned}",
-                                                   state=job.state) for job, path in zip(jobs, paths)])
+                                                   model=job.model, state=job.state)
+                      for job, path in zip(jobs, paths)])
 
 
 with job_logging(snakemake):

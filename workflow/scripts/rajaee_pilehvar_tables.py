@@ -1,6 +1,6 @@
 import pandas as pd
 
-from shape_of_learning.finetuning.tables import comparison, render
+from shape_of_learning.finetuning.tables import comparison, document, render
 from shape_of_learning.jobs import job_logging
 
 with job_logging(snakemake):
@@ -12,5 +12,5 @@ with job_logging(snakemake):
     tables[1].to_csv(snakemake.output.table1, index=False)
     tables[2].to_csv(snakemake.output.table2, index=False)
     with open(snakemake.output.html, "w") as html:
-        html.write(render(tables[1], "Table 1: five settings (performance = Spearman x 100, isotropy = I(W))"))
-        html.write(render(tables[2], "Table 2: the least dominant directions removed"))
+        html.write(document(render(tables[1], "Table 1: five settings (Perf. = Spearman x 100, isotropy = I(W))"),
+                            render(tables[2], "Table 2: the least dominant directions removed")))

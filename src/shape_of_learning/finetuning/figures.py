@@ -52,7 +52,7 @@ def frequency_view(views: pd.DataFrame, frequencies: dict[str, Counter], out_png
     """Figure 2: the 2-D PCA view of pre-trained and fine-tuned token vectors, one row per model pair, coloured by
     log10(1 + the token's count in the corpus); frequent tokens are darker, as in the paper.
 
-    `views` has columns pair, state, pc1, pc2, token_id; `frequencies` maps each pair to its tokenizer's counts.
+    `views` has columns pair, model, state, pc1, pc2, token_id; `frequencies` maps each pair to its tokenizer's counts.
     """
     pairs = list(dict.fromkeys(views["pair"]))
     shade = np.log10(1 + np.array([frequencies[p].get(t, 0) for p, t in zip(views["pair"], views["token_id"])]))
@@ -65,7 +65,7 @@ def frequency_view(views: pd.DataFrame, frequencies: dict[str, Counter], out_png
         for ax, state in zip(row, ("pre-trained", "fine-tuned")):
             rows = ((views["pair"] == pair) & (views["state"] == state)).to_numpy()
             ax.scatter(views["pc1"][rows], views["pc2"][rows], s=4, c=shade[rows], cmap=cmap, norm=norm, linewidths=0)
-            ax.set_title(f"{pair}: {state}")
+            ax.set_title(f"{views['model'][rows].iloc[0]} ({state})", fontsize="medium")
             ax.set_xlabel("PC 1")
             ax.set_ylabel("PC 2")
     figure.colorbar(matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap), ax=list(axes.flat),

@@ -34,14 +34,22 @@ def comparison(results: pd.DataFrame) -> dict[int, pd.DataFrame]:
     return tables
 
 
+HEADINGS = {"performance": "Perf.", "paper_performance": "Perf. (paper)", "isotropy": "I(W), +-u",
+            "isotropy_u_only": "I(W), u only", "paper_isotropy": "I(W) (paper)"}
+STYLE = "table {border-collapse: collapse; font: 12px sans-serif} td, th {border: 1px solid #ccc; padding: 2px 5px}"
+
+
 def render(table: pd.DataFrame, title: str) -> str:
-    """A wide HTML table as in the paper: one row per model and state, two columns per setting (Perf., Isotropy),
-    each followed by the paper's value."""
+    """A wide HTML table as in the paper: one row per model and state, per setting our performance and isotropy
+    (both conventions), each beside the paper's value."""
     label = table["setting"] + table.apply(lambda r: f" ({r['which']} {r['removed']})" if r["removed"] else "", 1)
-    values = table.assign(variant=label).set_index([*ROW, "variant"])[
-        ["performance", "paper_performance", "isotropy", "isotropy_u_only", "paper_isotropy"]]
+    values = table.assign(variant=label).set_index([*ROW, "variant"])[list(HEADINGS)].rename(columns=HEADINGS)
     wide = values.unstack("variant").swaplevel(axis=1)
-    order = list(dict.fromkeys(label))
-    wide = wide[[(v, c) for v in order for c in values.columns]]
-    formats = {column: ("{:.2f}" if "performance" in column[1] else "{:.2g}") for column in wide.columns}
-    return (f"<h3>{title}</h3>\n" + wide.style.format(formats, na_rep="-").to_html())
+    wide = wide[[(variant, column) for variant in dict.fromkeys(label) for column in values.columns]]
+    formats = {column: "{:.2f}" if column[1].startswith("Perf") else "{:.2g}" for column in wide.columns}
+    return f"<h3>{title}</h3>\n" + wide.style.format(formats, na_rep="-").to_html()
+
+
+def document(*sections: str) -> str:
+    return f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><style>{STYLE}</style></head><body>\n" + \
+        "\n".join(sections) + "\n</body></html>\n"
