@@ -95,10 +95,11 @@ def analyse(checkpoint: Checkpoint, entry: dict, pin: dict, pairs: pd.DataFrame,
         raise ValueError(f"{checkpoint.model} has {X.shape[1]} dimensions; cannot remove {bad} directions: lower "
                          "finetuning.directions / finetuning.least_directions")
     labels = transforms.cluster_labels(X, clusters, seed)
+    bases = dict(basis=transforms.principal_directions(X), bases=transforms.cluster_directions(X, labels))
     rows = []
     for variant in variants(directions, list(least)):
         Y = transforms.transform(X, variant["setting"], labels=labels, directions=variant["removed"],
-                                 which=variant["which"])
+                                 which=variant["which"], **bases)
         rows.append(dict(**variant, performance=pair_performance(Y, text_of_token, pairs, texts),
                          **isotropy(Y, device)))
         logger.info("%s: %s", checkpoint.model, rows[-1])
