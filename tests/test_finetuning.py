@@ -142,7 +142,8 @@ def test_word_pair_reader_names_the_bad_line(tmp_path):
 
 def sts_archive(path, dev_rows):
     with tarfile.open(path, "w:gz") as tar:
-        for name, rows in (("stsbenchmark/sts-train.csv", [(4.0, "a b", "a c")]), ("stsbenchmark/sts-dev.csv", dev_rows)):
+        splits = {"stsbenchmark/sts-train.csv": [(4.0, "a b", "a c")], "stsbenchmark/sts-dev.csv": dev_rows}
+        for name, rows in splits.items():
             data = "\n".join(sts_lines(*rows)).encode()
             info = tarfile.TarInfo(name)
             info.size = len(data)

@@ -13,7 +13,7 @@ with job_logging(snakemake):
         snakemake.params.checkpoint, snakemake.params.entry, json.loads(Path(snakemake.input.pin).read_text()), pairs,
         clusters=options["clusters"], directions=options["directions"], least=options["least_directions"],
         table_layer=options["table_layer"], figure_tokens=options["figure_tokens"], seed=options["seed"],
-        device=options["device"])
+        batch_size=options["batch_size"], device=options["device"])
     table.to_parquet(snakemake.output.settings, index=False)
     layers.to_parquet(snakemake.output.layers, index=False)
     view.to_parquet(snakemake.output.view, index=False)

@@ -5,7 +5,8 @@ from shape_of_learning.jobs import job_logging
 
 with job_logging(snakemake):
     results = pd.concat([
-        pd.read_parquet(path).assign(dataset=job.reference, model=job.model, state=job.state, paper_model=job.pair.paper)
+        pd.read_parquet(path).assign(dataset=job.reference, model=job.model, state=job.state,
+                                     paper_model=job.pair.paper)
         for job, path in zip(snakemake.params.jobs, snakemake.input)
     ], ignore_index=True)
     tables = comparison(results)

@@ -60,17 +60,20 @@ def pair_performance(tokens: np.ndarray, text_of_token: np.ndarray, pairs: pd.Da
     return spearman_x100(pairs["score"], cosine)
 
 
-def hidden_tokens(checkpoint: Checkpoint, entry: dict, pin: dict, texts: list[str], *, device: str = "auto"
-                  ) -> tuple[list[np.ndarray], pd.DataFrame]:
+def hidden_tokens(checkpoint: Checkpoint, entry: dict, pin: dict, texts: list[str], *, batch_size: int = 64,
+                  device: str = "auto") -> tuple[list[np.ndarray], pd.DataFrame]:
     """Every layer's vectors of every token of `texts` (special tokens included), and per row its text, position,
-    token id and whether it is a special token."""
+    token id and whether it is a special token. `batch_size` texts go through the model at once (rated texts are
+    short; each batch costs one shard write per layer)."""
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_location(entry, checkpoint), revision=pin["commit_sha"])
+    location = tokenizer_location(entry, checkpoint)
+    tokenizer = AutoTokenizer.from_pretrained(
+        location, revision=pin["commit_sha"] if location == checkpoint.location else None)
     lengths = tokenizer(texts, truncation=True, max_length=entry.get("max_length", 512))["input_ids"]
     with tempfile.TemporaryDirectory() as shards:
-        extract(checkpoint, entry, texts, sum(map(len, lengths)), Path(shards), pin=pin, special_tokens="include",
-                store_dtype="float32", device=device)
+        extract(checkpoint, {**entry, "batch_size": batch_size}, texts, sum(map(len, lengths)), Path(shards),
+                pin=pin, special_tokens="include", store_dtype="float32", device=device)
         layers = [read_shard(Path(shards, f"layer_{layer}.parquet"))[0] for layer in range(entry["layers"] + 1)]
         index = pq.read_table(Path(shards, "layer_0.parquet"), columns=["window", "position", "token_id"]).to_pandas()
     index["special"] = index["token_id"].isin(tokenizer.all_special_ids)
@@ -79,11 +82,11 @@ def hidden_tokens(checkpoint: Checkpoint, entry: dict, pin: dict, texts: list[st
 
 def analyse(checkpoint: Checkpoint, entry: dict, pin: dict, pairs: pd.DataFrame, *, clusters: int = 27,
             directions: int = 12, least: tuple[int, ...] = (100, 700), table_layer: int = -1,
-            figure_tokens: int = 2000, seed: int = 0, device: str = "auto"
+            figure_tokens: int = 2000, seed: int = 0, batch_size: int = 64, device: str = "auto"
             ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(settings table, I(W) per layer, 2-D PCA of a sample of table-layer tokens) for one model on `pairs`."""
     texts = sorted(set(pairs["text1"]) | set(pairs["text2"]))
-    layers, index = hidden_tokens(checkpoint, entry, pin, texts, device=device)
+    layers, index = hidden_tokens(checkpoint, entry, pin, texts, batch_size=batch_size, device=device)
     words, first = ~index["special"].to_numpy(), (index["position"] == 0).to_numpy()
     if missing := sorted(set(range(len(texts))) - set(index.loc[words, "window"])):
         raise ValueError(f"{checkpoint.model}: texts without a non-special token, e.g. {texts[missing[0]]!r}")
