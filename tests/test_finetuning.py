@@ -153,7 +153,7 @@ def sts_archive(path, dev_rows):
 def test_sts_archive_digest_is_recorded_in_a_lock_and_checked_by_later_runs(tmp_path):
     archive = tmp_path / "Stsbenchmark.tar.gz"
     sts_archive(archive, [(1.0, "x", "y")])
-    spec = {"format": "sts", "url": None, "local_path": str(archive), "sha256": None,
+    spec = {"format": "sts", "url": None, "local_path": str(archive), "sha256": None, "gensim": False,
             "splits": {"train": "stsbenchmark/sts-train.csv", "dev": "stsbenchmark/sts-dev.csv"}}
     lock = tmp_path / "lock" / "dataset-stsb.json"
     tar = datasets.obtain_archive("stsb", spec, tmp_path / "work", lock)
@@ -224,3 +224,21 @@ def test_a_finetune_entry_is_one_local_checkpoint_main_that_the_pipeline_writes(
         "main", "local", "out/finetuned/bert-stsb", -1)
     with pytest.raises(ValueError, match="remove `checkpoints`"):
         checkpoints("bert-stsb", {"finetune": {"base": "bert", "data": "d/s"}, "checkpoints": ["main"]})
+
+
+def test_a_dataset_without_a_source_or_with_the_wrong_file_shape_is_rejected_with_the_fix(tmp_path):
+    spec = {"format": "sts", "url": None, "local_path": None, "sha256": None, "gensim": False,
+            "splits": {"dev": "stsbenchmark/sts-dev.csv"}}
+    with pytest.raises(ValueError, match=r"set finetuning.datasets.stsb.url or .local_path"):
+        datasets.obtain_archive("stsb", spec, tmp_path, tmp_path / "lock.json")
+    lee = {"format": "lee", "gensim": True, "splits": {"all": "lee.cor"}}
+    with pytest.raises(ValueError, match=r"give \[documents, ratings\] for format lee"):
+        datasets.read_split("lee", lee, "all")
+
+
+def test_finetune_entries_need_the_finetuning_section():
+    from shape_of_learning.finetuning.plan import pairs
+
+    config = {"models": {"bert-stsb": {"finetune": {"base": "bert", "data": "stsb/train"}}}}
+    with pytest.raises(ValueError, match=r"add it \(see config.yaml\)"):
+        pairs(config)

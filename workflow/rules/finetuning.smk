@@ -5,7 +5,7 @@ from shape_of_learning.finetuning import plan as finetuning_plan
 
 FINETUNING = config.get("finetuning")
 FINETUNING_TARGETS = finetuning_plan.targets(config)
-FINETUNING_PAIRS = finetuning_plan.pairs(config) if FINETUNING else []
+FINETUNING_PAIRS = finetuning_plan.pairs(config)  # checks every cross-reference before any job runs
 
 
 wildcard_constraints:

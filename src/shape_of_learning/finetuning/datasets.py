@@ -98,6 +98,9 @@ def obtain_archive(name: str, spec: dict, workdir: Path, lock: Path) -> Path:
     Reuses the corpus download (`shape_of_learning.corpus.fetch.obtain`). The tar is checked against `spec["sha256"]`
     when the config gives one; otherwise against the digest recorded in `lock` by the first run, which writes it.
     """
+    if not spec.get("url") and not spec.get("local_path"):
+        raise ValueError(f"dataset {name!r}: no source; set finetuning.datasets.{name}.url or .local_path "
+                         "(or `gensim: true` for the similarity sets shipped with gensim)")
     pinned = spec.get("sha256")
     recorded = json.loads(lock.read_text())["sha256"] if lock.is_file() else None
     if pinned and recorded and pinned != recorded:
@@ -114,21 +117,23 @@ def obtain_archive(name: str, spec: dict, workdir: Path, lock: Path) -> Path:
 
 
 def read_split(name: str, spec: dict, split: str, archive: Path | None = None) -> pd.DataFrame:
-    """One split of a configured dataset: from the archive's member, or from gensim's test data."""
-    source = spec["splits"][split]
-    if spec["format"] == "lee":
-        documents, ratings = (gensim_test_file(f) for f in source) if spec.get("gensim") else source
-        return read_lee(documents, ratings)
-    if spec.get("gensim"):
-        return read_word_pairs(gensim_test_file(source)) if spec["format"] == "word_pairs" else \
-            read_sts(gensim_test_file(source))
+    """One split of a configured dataset: a member of the STS archive, or files of gensim's test data."""
+    source, fix = spec["splits"][split], f"fix finetuning.datasets.{name}"
+    if (spec["format"] == "lee") != isinstance(source, list):
+        wanted = "[documents, ratings]" if spec["format"] == "lee" else "one file"
+        raise ValueError(f"dataset {name!r}, split {split!r}: give {wanted} for format {spec['format']}; {fix}.splits")
+    if spec["gensim"]:
+        if spec["format"] == "lee":
+            return read_lee(*(gensim_test_file(file) for file in source))
+        if spec["format"] == "word_pairs":
+            return read_word_pairs(gensim_test_file(source))
+        raise ValueError(f"dataset {name!r}: gensim ships no STS-Benchmark; set `gensim: false` and a url")
+    if spec["format"] != "sts":
+        raise ValueError(f"dataset {name!r}: {spec['format']} data is read from gensim's test data; set `gensim: true`")
     with tarfile.open(archive) as tar:
         try:
-            member = tar.extractfile(source)
+            lines = tar.extractfile(source).read().decode("utf-8").splitlines()
         except KeyError:
-            raise ValueError(f"dataset {name!r}: {archive} has no member {source!r}; members: "
-                             f"{tar.getnames()[:10]}. Fix finetuning.datasets.{name}.splits.{split}") from None
-        lines = member.read().decode("utf-8").splitlines()
-    if spec["format"] == "word_pairs":
-        raise ValueError(f"dataset {name!r}: word_pairs are read from gensim's test data; set `gensim: true`")
+            raise ValueError(f"dataset {name!r}: {archive} has no member {source!r} (members: {tar.getnames()[:10]}); "
+                             f"{fix}.splits.{split}") from None
     return read_sts(f"{archive}:{source}", lines=lines)

@@ -33,7 +33,14 @@ def split_reference(reference: str, datasets: dict, where: str) -> tuple[str, st
 
 
 def pairs(config: dict) -> list[Pair]:
-    section, models = config["finetuning"], config["models"]
+    """The configured (pre-trained, fine-tuned) pairs, every cross-reference of the analysis checked."""
+    models = config["models"]
+    if "finetuning" not in config:
+        if tuned := [name for name, entry in models.items() if "finetune" in entry]:
+            raise ValueError(f"models {tuned} are `finetune:` entries, whose data comes from the `finetuning:` "
+                             "section; add it (see config.yaml) or remove them")
+        return []
+    section = config["finetuning"]
     found = [Pair(p["pretrained"], p["finetuned"], p.get("paper")) for p in section["pairs"]]
     for pair in found:
         for name in (pair.pretrained, pair.finetuned):
