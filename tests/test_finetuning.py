@@ -105,6 +105,13 @@ def test_pair_performance_mean_pools_each_texts_tokens():
     assert pair_performance(tokens, text_of_token, pairs, texts) == pytest.approx(100)
 
 
+def test_a_text_pooled_to_the_origin_has_cosine_zero_not_nan():
+    # "c" is one token alone in its cluster: centring maps it to the origin
+    tokens = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 0.0], [-1.0, 0.2]])  # cosines with "a": 0.99, 0, -0.98
+    pairs = pd.DataFrame({"text1": ["a", "a", "a"], "text2": ["b", "c", "d"], "score": [3.0, 2.0, 1.0]})
+    assert pair_performance(tokens, np.arange(4), pairs, ["a", "b", "c", "d"]) == pytest.approx(100)
+
+
 def sts_lines(*rows):
     return [f"main-captions\tMSRvid\t2012test\t{i:04d}\t{score}\t{a}\t{b}" for i, (score, a, b) in enumerate(rows)]
 

@@ -17,6 +17,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 from scipy.stats import spearmanr
 from sklearn.decomposition import PCA
+from sklearn.preprocessing import normalize
 
 from shape_of_learning.extract import extract
 from shape_of_learning.metrics import Vectors
@@ -49,15 +50,18 @@ def isotropy(X: np.ndarray, device: str = "auto") -> dict:
 
 
 def pair_performance(tokens: np.ndarray, text_of_token: np.ndarray, pairs: pd.DataFrame, texts: list[str]) -> float:
-    """Spearman x 100 of the pairs' cosines of mean-pooled `tokens` (rows belong to texts by `text_of_token`)."""
+    """Spearman x 100 of the pairs' cosines of mean-pooled `tokens` (rows belong to texts by `text_of_token`); the
+    cosine with a text pooled to the zero vector is 0."""
     counts = np.bincount(text_of_token, minlength=len(texts))
     sums = np.zeros((len(texts), tokens.shape[1]))
     np.add.at(sums, text_of_token, tokens)
     pooled = sums / counts[:, None]
     index = {text: i for i, text in enumerate(texts)}
-    first, second = (pooled[pairs[column].map(index).to_numpy()] for column in ("text1", "text2"))
-    cosine = (first * second).sum(1) / (np.linalg.norm(first, axis=1) * np.linalg.norm(second, axis=1))
-    return spearman_x100(pairs["score"], cosine)
+    # A text can pool to the origin (a one-token word alone in its k-means cluster, once the cluster is centred): its
+    # cosine with anything is 0, as in scikit-learn's cosine_similarity, rather than 0 / 0.
+    unit = normalize(pooled)
+    first, second = (unit[pairs[column].map(index).to_numpy()] for column in ("text1", "text2"))
+    return spearman_x100(pairs["score"], (first * second).sum(1))
 
 
 def hidden_tokens(checkpoint: Checkpoint, entry: dict, pin: dict, texts: list[str], *, batch_size: int = 64,
