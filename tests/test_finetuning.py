@@ -214,6 +214,9 @@ def test_tables_put_the_papers_values_beside_ours():
     tuned = tables[2][(tables[2]["state"] == "fine-tuned") & (tables[2]["removed"] == 700)]
     assert tuned["paper_performance"].tolist() == [82.93, 75.10]
     assert tables[2].loc[tables[2]["state"] == "pre-trained", "paper_performance"].isna().all()
+    smaller = comparison(results.assign(removed=results["removed"].replace({100: 50, 700: 350})))[2]
+    tuned = smaller[(smaller["state"] == "fine-tuned") & (smaller["removed"] == 350)]
+    assert tuned["paper_removed"].tolist() == [700, 700] and tuned["paper_performance"].tolist() == [82.93, 75.10]
 
 
 def test_a_split_reference_names_the_known_splits():

@@ -16,22 +16,32 @@ def paper_values() -> pd.DataFrame:
 
 def comparison(results: pd.DataFrame) -> dict[int, pd.DataFrame]:
     """Tables 1 and 2, tidy: our performance and isotropy (both I(W) sign conventions) beside the paper's values for
-    the same paper model, state and setting. Table 2 is every state's baseline plus the least-directions variants.
+    the same paper model, state and setting. Table 2 is every state's baseline plus the least-directions variants;
+    its variants are matched to the paper's by order (our first and second `least_directions` beside the paper's
+    100 and 700, so a smaller model's 50 and 350 of 384 still stand beside them), and `paper_removed` says which.
 
     `results` has one row per (dataset, model, state, paper_model, table, setting, which, removed) with columns
     performance, isotropy, isotropy_u_only; paper_model may be empty (no paper values).
     """
     paper = paper_values().rename(columns={"model": "paper_model", "performance": "paper_performance",
-                                           "isotropy": "paper_isotropy"})
+                                           "isotropy": "paper_isotropy", "removed": "paper_removed"})
     tables = {}
     for table in (1, 2):
         ours = results[(results["table"] == table) | ((table == 2) & (results["setting"] == "baseline"))]
         ours = ours.drop(columns="table").assign(table=table)
-        merged = ours.merge(paper, on=["table", "paper_model", "state", *VARIANT], how="left")
-        columns = [*ROW, *VARIANT, "performance", "paper_performance", "isotropy", "isotropy_u_only",
-                   "paper_isotropy", "layer", "tokens", "texts", "pairs"]
+        key = ["table", "paper_model", "state", "setting", "which", "order"]
+        merged = _order(ours, "removed", ROW).merge(_order(paper, "paper_removed", ["paper_model", "state"]),
+                                                    on=key, how="left")
+        columns = [*ROW, *VARIANT, "paper_removed", "performance", "paper_performance", "isotropy",
+                   "isotropy_u_only", "paper_isotropy", "layer", "tokens", "texts", "pairs"]
         tables[table] = merged[columns].reset_index(drop=True)
     return tables
+
+
+def _order(rows: pd.DataFrame, removed: str, group: list[str]) -> pd.DataFrame:
+    """Number each variant's removal counts 0, 1, ... within its table, row and setting."""
+    order = rows.groupby(["table", *group, "setting", "which"])[removed].rank(method="dense") - 1
+    return rows.assign(order=order.astype(int))
 
 
 HEADINGS = {"performance": "Perf.", "paper_performance": "Perf. (paper)", "isotropy": "I(W), +-u",
