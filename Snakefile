@@ -32,6 +32,7 @@ include: "workflow/rules/models.smk"
 include: "workflow/rules/extract.smk"
 include: "workflow/rules/metrics.smk"
 include: "workflow/rules/figures.smk"
+include: "workflow/rules/finetuning.smk"
 
 
 report: "workflow/report/workflow.rst"
@@ -41,4 +42,5 @@ rule all:
     input:
         "results/tables/summary.parquet",
         FIGURES,
+        FINETUNING_TARGETS,
     default_target: True

@@ -91,7 +91,7 @@ def test_local_sources(tmp_path):
 
 
 @pytest.mark.parametrize("model, entry, message", [
-    ("m", {"kind": "decoder", "layers": 2}, "exactly one of hub_id, path, package, train; found none"),
+    ("m", {"kind": "decoder", "layers": 2}, "exactly one of hub_id, path, package, train, finetune; found none"),
     ("m", {"hub_id": "gpt2", "path": "/x", "kind": "decoder", "layers": 2}, r"found \['hub_id', 'path'\]"),
     ("bad/name", {"hub_id": "gpt2"}, "model name 'bad/name' is not safe"),
     ("m", {"hub_id": "gpt2", "checkpoints": ["refs/pr/1"]}, "checkpoint name 'refs/pr/1' is not safe.*`name`"),

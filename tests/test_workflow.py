@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from shape_of_learning.experiment import layers_in_group, load_config, plan, validate_config
+from shape_of_learning.finetuning import plan as finetuning_plan
 from shape_of_learning.verify import problems
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,7 +43,8 @@ def test_dry_run_fans_out_one_extraction_per_checkpoint_and_one_metrics_job_per_
     experiment = plan(config)
     jobs = planned_jobs(REPO / "presets/demo.yaml", tmp_path)
     checkpoints = sum(len(ckpts) for ckpts in experiment.checkpoints.values())
-    assert checkpoints == 9 + 9 + 1 + 2 + 2  # demo-pythia, demo-bert, MiniLM, demo-vit, demo-resnet
+    assert checkpoints == 9 + 9 + 1 + 2 + 2 + 1  # demo-pythia, demo-bert, MiniLM, demo-vit, demo-resnet, MiniLM
+    # fine-tuned on SimLex-999
     assert jobs["extract_hidden_states"] == checkpoints
     assert jobs["pin_checkpoint"] == checkpoints
     assert jobs["layer_metrics"] == sum(
@@ -51,15 +53,18 @@ def test_dry_run_fans_out_one_extraction_per_checkpoint_and_one_metrics_job_per_
     assert jobs["train_model"] == 4
     assert jobs["sample_media"] == jobs["figure_by_modality"] == 1
     assert jobs["figure_profile_across_checkpoints"] == 2
+    # Rajaee & Pilehvar: SimLex-999, Lee and WordSim-353 read once; one fine-tuning; pre-trained and fine-tuned
+    # MiniLM analysed on Lee and on WordSim-353
+    assert (jobs["similarity_pairs"], jobs["finetune_model"], jobs["isotropy_settings"]) == (3, 1, 2 * 2)
 
 
 def test_layers_per_job_batches_consecutive_layers_into_one_metrics_job(tmp_path):
     config = yaml.safe_load((REPO / "presets/demo.yaml").read_text())
     config["metrics"]["layers_per_job"] = 3
     jobs = planned_jobs(write_config(config, tmp_path / "batched.yaml"), tmp_path)
-    # demo-pythia and demo-bert: 9 checkpoints x layers 0-2, 3-4; MiniLM: layers 0-2, 3-5, 6; demo-vit (layers 0-2,
-    # 3-4) and demo-resnet (0-2, 3): 2 checkpoints each
-    assert jobs["layer_metrics"] == 9 * 2 * 2 + 3 + 2 * 2 * 2
+    # demo-pythia and demo-bert: 9 checkpoints x layers 0-2, 3-4; MiniLM and MiniLM fine-tuned: layers 0-2, 3-5, 6;
+    # demo-vit (layers 0-2, 3-4) and demo-resnet (0-2, 3): 2 checkpoints each
+    assert jobs["layer_metrics"] == 9 * 2 * 2 + 3 * 2 + 2 * 2 * 2
     assert plan(validate_config(config)).layer_groups("all-MiniLM-L6-v2") == ["0-2", "3-5", "6"]
     assert [list(layers_in_group(g)) for g in ("0-2", "6")] == [[0, 1, 2], [6]]
 
@@ -103,6 +108,9 @@ def test_paper_config_plans_every_figure_offline(tmp_path):
     assert {"figure_anisotropy_by_layer", "figure_profile_across_checkpoints", "figure_id_across_checkpoints",
             "figure_id_estimators", "figure_by_modality"} <= set(jobs)
     assert jobs["sample_media"] == 2  # the image and the audio corpus
+    # Rajaee & Pilehvar: STS-B obtained once, BERT and RoBERTa fine-tuned, each pre-trained and fine-tuned analysed
+    assert (jobs["similarity_pairs"], jobs["finetune_model"], jobs["isotropy_settings"]) == (1, 2, 4)
+    assert jobs["rajaee_pilehvar_tables"] == jobs["rajaee_pilehvar_figure1"] == jobs["rajaee_pilehvar_figure2"] == 1
 
 
 def test_each_model_reads_the_corpus_of_its_modality(tmp_path):
@@ -124,6 +132,8 @@ def test_each_model_reads_the_corpus_of_its_modality(tmp_path):
         (lambda c: c["figures"]["id_estimators"].update(models=["no-such-model"]), "no-such-model"),
         (lambda c: c["models"]["demo-bert"].update(modality="audio"), "has no `audio_corpus`"),
         (lambda c: c["models"]["demo-bert"].update(modality="video"), "video"),
+        (lambda c: c["finetuning"].update(evaluate=["lee/test"]), "'lee/test' is not a configured dataset split"),
+        (lambda c: c["models"]["all-MiniLM-L6-v2-simlex"]["finetune"].update(learning_rate=0), "learning_rate"),
     ],
 )
 def test_a_bad_config_fails_before_any_job_with_a_message_naming_the_problem(tmp_path, edit, message):
@@ -141,11 +151,13 @@ def test_end_to_end_ci_preset_produces_every_figure_and_a_complete_table(tmp_pat
     configfile = REPO / "presets/ci.yaml"
     snakemake("--cores", "2", "--configfile", str(configfile), workdir=tmp_path)
     assert problems(load_config(configfile), tmp_path) == []
+    assert finetuning_plan.problems(load_config(configfile), tmp_path) == []  # Tables 1-2 complete and finite
     logs = list((tmp_path / "logs").rglob("*.log"))
     assert any("extract" in str(log) for log in logs) and any("metrics" in str(log) for log in logs)
     snakemake("--cores", "1", "--configfile", str(configfile), "--report", "results/report.html", workdir=tmp_path)
     report = (tmp_path / "results/report.html").read_text(errors="replace")
     assert "anisotropy_by_layer.png" in report and "by_modality.png" in report
+    assert "rajaee_pilehvar_figure1.png" in report and "rajaee_pilehvar_tables.html" in report
     summary = pd.read_parquet(tmp_path / "results/tables/summary.parquet")
     cosine = summary[(summary["metric"] == "avg_cosine") & (summary["step"] == 40)].groupby("model")["mean"]
     assert set(cosine.groups) >= {"demo-vit", "demo-resnet"}  # the digit-trained ViT and CNN, measured end to end

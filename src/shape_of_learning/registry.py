@@ -1,8 +1,10 @@
 """Model registry: one config entry per model, expanded into the checkpoints to analyse.
 
 An entry has exactly one source: ``hub_id`` (a Hugging Face repo), ``path`` (a saved model directory), ``package``
-(``"pkgname/subdir"``, a model shipped inside an installed Python package) or ``train`` (a model the pipeline trains
-itself, saved under ``results/models/{model}/step{N}/``). Its ``checkpoints`` are, for hub/path/package sources:
+(``"pkgname/subdir"``, a model shipped inside an installed Python package), ``train`` (a model the pipeline trains
+itself, saved under ``results/models/{model}/step{N}/``) or ``finetune`` (another entry fine-tuned by the pipeline,
+one checkpoint ``main`` saved as ``results/finetuned/{model}/``, see `shape_of_learning.finetuning`). Its
+``checkpoints`` are, for hub/path/package sources:
 
 - absent: one checkpoint ``main`` (the repo's default branch, or the directory itself);
 - ``{schedule: {last, every, log_until}, revision: "step{step}"}``: the steps of
@@ -22,7 +24,7 @@ from pathlib import Path
 
 from shape_of_learning.steps import log_then_linear
 
-SOURCES = ("hub_id", "path", "package", "train")
+SOURCES = ("hub_id", "path", "package", "train", "finetune")
 SAFE_NAME = re.compile(r"[A-Za-z0-9._-]+")
 # step1000, global_step1000, step-1431k-3T (TinyLlama, thousands), step20000-tokens84B (OLMo)
 _STEP_IN_NAME = re.compile(r"step[-_]?(\d+)(k?)(?![0-9A-Za-z])", re.IGNORECASE)
@@ -68,7 +70,11 @@ def checkpoints(model: str, entry: dict, results_dir: str = "results") -> list[C
                          f"{sources or 'none'}")
     source = sources[0]
     spec = entry.get("checkpoints")
-    if source == "train":
+    if source == "finetune":
+        if spec is not None:
+            raise ValueError(f"model {model!r}: a `finetune` entry has one checkpoint, main; remove `checkpoints`")
+        found = [Checkpoint(model, "main", "local", str(Path(results_dir, "finetuned", model)), None, -1)]
+    elif source == "train":
         if spec is not None:
             raise ValueError(f"model {model!r}: a `train` entry takes its checkpoints from train.steps; "
                              "remove `checkpoints`")

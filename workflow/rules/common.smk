@@ -40,8 +40,12 @@ def model_corpus(wildcards, text=f"{CORPUS}/windows.parquet"):
 
 
 def trained_model_dir(wildcards):
-    """A model the pipeline trains itself is an input of its checkpoints' jobs; a Hub or local model is not."""
-    return f"results/models/{wildcards.model}" if "train" in EXPERIMENT.models[wildcards.model] else []
+    """A model the pipeline trains or fine-tunes itself is an input of its checkpoints' jobs; a Hub or local model
+    is not."""
+    entry = EXPERIMENT.models[wildcards.model]
+    if "finetune" in entry:
+        return f"results/finetuned/{wildcards.model}"
+    return f"results/models/{wildcards.model}" if "train" in entry else []
 
 
 def resource(rule_name, key):

@@ -1,0 +1,139 @@
+"""Human-rated similarity pairs: STS-Benchmark, the Lee document set, SimLex-999 and WordSimilarity-353.
+
+Every reader returns a DataFrame with columns ``text1``, ``text2``, ``score`` (the gold rating as published) and
+raises ValueError naming the file and line of the first malformed record. Datasets are configured under
+``finetuning: datasets:`` (see config.yaml); a split is referenced as ``"name/split"``, e.g. ``stsb/dev``.
+"""
+
+import json
+import logging
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from shape_of_learning.corpus.fetch import _digests, obtain
+
+logger = logging.getLogger(__name__)
+
+COLUMNS = ["text1", "text2", "score"]
+GENSIM_TEST_DATA = "test/test_data"
+
+
+def read_sts(path: Path, *, lines=None) -> pd.DataFrame:
+    """STS-Benchmark (Cer et al. 2017) csv: tab-separated genre, file, year, id, score (0-5), sentence 1, sentence 2
+    (some lines carry extra source columns after these, which are ignored). Not csv-quoted: read line by line."""
+    rows = []
+    lines = Path(path).read_text(encoding="utf-8").splitlines() if lines is None else lines
+    for number, line in enumerate(lines, 1):
+        fields = line.split("\t")
+        if len(fields) < 7:
+            raise ValueError(f"{path}:{number}: expected >= 7 tab-separated fields (genre, file, year, id, score, "
+                             f"sentence1, sentence2), got {len(fields)}; is this an STS-Benchmark sts-*.csv?")
+        rows.append((fields[5], fields[6], _rating(fields[4], path, number, 0, 5)))
+    return _frame(rows, path)
+
+
+def read_word_pairs(path: Path) -> pd.DataFrame:
+    """SimLex-999 / WordSim-353 as shipped by gensim: '#' comment lines, then ``word1 <tab> word2 <tab> rating``."""
+    rows = []
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        fields = line.split("\t")
+        if len(fields) != 3:
+            raise ValueError(f"{path}:{number}: expected 3 tab-separated fields (word1, word2, rating), got "
+                             f"{len(fields)}: {line[:80]!r}")
+        rows.append((fields[0], fields[1], _rating(fields[2], path, number, 0, 10)))
+    return _frame(rows, path)
+
+
+def read_lee(documents: Path, ratings: Path) -> pd.DataFrame:
+    """Lee, Pincombe & Welsh (2005): one news document per line and the matrix of mean human similarity ratings
+    (0-1), whose upper triangle rates each pair once: 50 documents give 1,225 pairs. The documents are Latin-1
+    (the pound sign is byte 0xa3), as gensim ships them."""
+    texts = Path(documents).read_text(encoding="latin-1").splitlines()
+    matrix = []
+    for number, line in enumerate(Path(ratings).read_text().splitlines(), 1):
+        matrix.append([_rating(value, ratings, number, 0, 1) for value in line.split()])
+        if len(matrix[-1]) != len(texts):
+            raise ValueError(f"{ratings}:{number}: {len(matrix[-1])} ratings, expected one per document of "
+                             f"{documents} ({len(texts)})")
+    if len(matrix) != len(texts):
+        raise ValueError(f"{ratings}: {len(matrix)} rows, expected {len(texts)} (one per document of {documents})")
+    rows = [(texts[i], texts[j], matrix[i][j]) for i in range(len(texts)) for j in range(i + 1, len(texts))]
+    return _frame(rows, ratings)
+
+
+def _rating(value: str, path, number: int, low: float, high: float) -> float:
+    try:
+        rating = float(value)
+    except ValueError:
+        rating = np.nan
+    if not low <= rating <= high:  # also rejects nan
+        raise ValueError(f"{path}:{number}: rating {value!r} is not a number in [{low}, {high}]")
+    return rating
+
+
+def _frame(rows, path) -> pd.DataFrame:
+    if not rows:
+        raise ValueError(f"{path}: no rated pairs found")
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def gensim_test_file(name: str) -> Path:
+    """A file of gensim's test data (the demo's offline similarity sets ship there)."""
+    import gensim
+
+    path = Path(gensim.__file__).parent / GENSIM_TEST_DATA / name
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing from gensim {gensim.__version__}; reinstall gensim==4.4.0")
+    return path
+
+
+def obtain_archive(name: str, spec: dict, workdir: Path, lock: Path) -> Path:
+    """The dataset's archive, downloaded (retries, progress bar) or copied from `local_path`, decompressed to a tar.
+
+    Reuses the corpus download (`shape_of_learning.corpus.fetch.obtain`). The tar is checked against `spec["sha256"]`
+    when the config gives one; otherwise against the digest recorded in `lock` by the first run, which writes it.
+    """
+    if not spec.get("url") and not spec.get("local_path"):
+        raise ValueError(f"dataset {name!r}: no source; set finetuning.datasets.{name}.url or .local_path "
+                         "(or `gensim: true` for the similarity sets shipped with gensim)")
+    pinned = spec.get("sha256")
+    recorded = json.loads(lock.read_text())["sha256"] if lock.is_file() else None
+    if pinned and recorded and pinned != recorded:
+        logger.warning("%s: config sha256 %s differs from the lock file %s; the config wins", name, pinned, recorded)
+    dest = obtain(workdir / f"{name}.tar", url=spec.get("url"), local_path=spec.get("local_path"), size=None,
+                  md5=None, sha256=pinned or recorded)
+    if not pinned and not recorded:
+        digest = _digests(dest)["sha256"]
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        lock.write_text(json.dumps({"dataset": name, "url": spec.get("url"), "sha256": digest}, indent=2) + "\n")
+        logger.info("%s: recorded sha256 %s in %s; later runs check it (or set finetuning.datasets.%s.sha256)",
+                    name, digest, lock, name)
+    return dest
+
+
+def read_split(name: str, spec: dict, split: str, archive: Path | None = None) -> pd.DataFrame:
+    """One split of a configured dataset: a member of the STS archive, or files of gensim's test data."""
+    source, fix = spec["splits"][split], f"fix finetuning.datasets.{name}"
+    if (spec["format"] == "lee") != isinstance(source, list):
+        wanted = "[documents, ratings]" if spec["format"] == "lee" else "one file"
+        raise ValueError(f"dataset {name!r}, split {split!r}: give {wanted} for format {spec['format']}; {fix}.splits")
+    if spec["gensim"]:
+        if spec["format"] == "lee":
+            return read_lee(*(gensim_test_file(file) for file in source))
+        if spec["format"] == "word_pairs":
+            return read_word_pairs(gensim_test_file(source))
+        raise ValueError(f"dataset {name!r}: gensim ships no STS-Benchmark; set `gensim: false` and a url")
+    if spec["format"] != "sts":
+        raise ValueError(f"dataset {name!r}: {spec['format']} data is read from gensim's test data; set `gensim: true`")
+    with tarfile.open(archive) as tar:
+        try:
+            lines = tar.extractfile(source).read().decode("utf-8").splitlines()
+        except KeyError:
+            raise ValueError(f"dataset {name!r}: {archive} has no member {source!r} (members: {tar.getnames()[:10]}); "
+                             f"{fix}.splits.{split}") from None
+    return read_sts(f"{archive}:{source}", lines=lines)

@@ -1,0 +1,73 @@
+"""Figures 1 and 2 of Rajaee & Pilehvar (2022), drawn from the analysis outputs with the project's figure helpers."""
+
+from collections import Counter
+from pathlib import Path
+
+import matplotlib.cm
+import matplotlib.colors
+import matplotlib.figure
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from shape_of_learning.figures import new_figure, save
+
+LINES = {("pre-trained", "all"): "Pre-trained, all tokens", ("fine-tuned", "all"): "Fine-tuned, all tokens",
+         ("fine-tuned", "cls"): "Fine-tuned, [CLS]"}
+
+
+def isotropy_by_layer(layers: pd.DataFrame, out_png: Path, out_pdf: Path, *, dataset: str):
+    """Figure 1: -log I(W) (natural log; higher = less isotropic) per layer, one panel per model pair, lines for the
+    pre-trained space (all tokens), the fine-tuned space (all tokens) and the fine-tuned [CLS] vectors.
+
+    `layers` has columns pair, state, tokens ("all" | "cls"), layer, isotropy.
+    """
+    pairs = list(dict.fromkeys(layers["pair"]))
+    figure, axes = new_figure(len(pairs), 4.5, sharey=False)
+    colours = dict(zip(LINES, sns.color_palette("colorblind", len(LINES))))
+    for ax, pair in zip(axes, pairs):
+        for (state, tokens), label in LINES.items():
+            line = layers[(layers["pair"] == pair) & (layers["state"] == state) & (layers["tokens"] == tokens)]
+            ax.plot(line["layer"], -np.log(line["isotropy"]), marker="o", markersize=3, color=colours[state, tokens],
+                    label=label)
+        ax.set_title(pair)
+        ax.set_xlabel("Layer (0 = embeddings)")
+        ax.legend(fontsize="small")
+    axes[0].set_ylabel("-log I(W)")
+    figure.suptitle(f"Isotropy per layer, pre-trained vs fine-tuned, on {dataset}")
+    return save(figure, out_png, out_pdf)
+
+
+def corpus_frequencies(tokenizer, corpus: Path, chunk_lines: int = 2000) -> Counter:
+    """How often each token id occurs when the cleaned corpus is tokenized line by line (special tokens left out)."""
+    counts = Counter()
+    lines = Path(corpus).read_text(encoding="utf-8").splitlines()
+    for start in range(0, len(lines), chunk_lines):
+        for ids in tokenizer(lines[start:start + chunk_lines], add_special_tokens=False)["input_ids"]:
+            counts.update(ids)
+    return counts
+
+
+def frequency_view(views: pd.DataFrame, frequencies: dict[str, Counter], out_png: Path, out_pdf: Path):
+    """Figure 2: the 2-D PCA view of pre-trained and fine-tuned token vectors, one row per model pair, coloured by
+    log10(1 + the token's count in the corpus); frequent tokens are darker, as in the paper.
+
+    `views` has columns pair, model, state, pc1, pc2, token_id; `frequencies` maps each pair to its tokenizer's counts.
+    """
+    pairs = list(dict.fromkeys(views["pair"]))
+    shade = np.log10(1 + np.array([frequencies[p].get(t, 0) for p, t in zip(views["pair"], views["token_id"])]))
+    norm = matplotlib.colors.Normalize(0, max(float(shade.max()), 1.0))
+    cmap = sns.color_palette("rocket_r", as_cmap=True)
+    with sns.axes_style("whitegrid"), sns.plotting_context("notebook", font_scale=0.9):
+        figure = matplotlib.figure.Figure(figsize=(8.4, 3.8 * len(pairs)), layout="constrained")
+        axes = figure.subplots(len(pairs), 2, squeeze=False)
+    for row, pair in zip(axes, pairs):
+        for ax, state in zip(row, ("pre-trained", "fine-tuned")):
+            rows = ((views["pair"] == pair) & (views["state"] == state)).to_numpy()
+            ax.scatter(views["pc1"][rows], views["pc2"][rows], s=4, c=shade[rows], cmap=cmap, norm=norm, linewidths=0)
+            ax.set_title(f"{views['model'][rows].iloc[0]} ({state})", fontsize="medium")
+            ax.set_xlabel("PC 1")
+            ax.set_ylabel("PC 2")
+    figure.colorbar(matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap), ax=list(axes.flat),
+                    label="log10(1 + corpus frequency)")
+    return save(figure, out_png, out_pdf)

@@ -1,0 +1,149 @@
+# Rajaee & Pilehvar (2022), how fine-tuning changes isotropy: rated-pair datasets, Siamese fine-tuning, the five
+# isotropy settings on pre-trained and fine-tuned token spaces (Tables 1-2) and Figures 1-2. The fine-tuned model is
+# a `finetune:` entry of the registry, so extraction and the per-layer metrics treat it like any other model.
+from shape_of_learning.finetuning import plan as finetuning_plan
+
+FINETUNING = config.get("finetuning")
+FINETUNING_TARGETS = finetuning_plan.targets(config)
+FINETUNING_PAIRS = finetuning_plan.pairs(config)  # checks every cross-reference before any job runs
+
+
+wildcard_constraints:
+    dataset=r"[A-Za-z0-9._-]+",
+    split=r"[A-Za-z0-9._-]+",
+
+
+def last_checkpoint(model):
+    return EXPERIMENT.checkpoints[model][-1]
+
+
+def finetune_inputs(wildcards):
+    spec = EXPERIMENT.models[wildcards.model]["finetune"]
+    dataset, _ = finetuning_plan.split_reference(spec["data"], FINETUNING["datasets"], wildcards.model)
+    base = last_checkpoint(spec["base"])
+    return {"pairs": f"results/datasets/{dataset}", "pin": f"results/lock/{spec['base']}/{base.name}.json"}
+
+
+rule similarity_pairs:
+    output:
+        directory("results/datasets/{dataset}"),
+    params:
+        spec=lambda wildcards: FINETUNING["datasets"][wildcards.dataset],
+    localrule: True
+    log:
+        "logs/datasets/{dataset}.log",
+    conda:
+        ENV
+    script:
+        "../scripts/similarity_pairs.py"
+
+
+rule finetune_model:
+    input:
+        unpack(finetune_inputs),
+    output:
+        directory("results/finetuned/{model}"),
+    params:
+        spec=lambda wildcards: EXPERIMENT.models[wildcards.model]["finetune"],
+        base=lambda wildcards: last_checkpoint(EXPERIMENT.models[wildcards.model]["finetune"]["base"]),
+        scale=lambda wildcards: FINETUNING["datasets"][
+            EXPERIMENT.models[wildcards.model]["finetune"]["data"].partition("/")[0]]["scale"],
+        device=FINETUNING["device"] if FINETUNING else "auto",
+    threads: 2
+    resources:
+        mem_mb=resource("finetune", "mem_mb"),
+        runtime=resource("finetune", "runtime"),
+        gpu=resource("finetune", "gpus"),
+    log:
+        "logs/finetuned/{model}.log",
+    benchmark:
+        "results/benchmarks/finetuned/{model}.tsv"
+    conda:
+        ENV
+    script:
+        "../scripts/finetune_model.py"
+
+
+rule isotropy_settings:
+    input:
+        pairs="results/datasets/{dataset}",
+        pin=lambda wildcards: f"results/lock/{wildcards.model}/{last_checkpoint(wildcards.model).name}.json",
+        trained=trained_model_dir,
+    output:
+        settings="results/rajaee_pilehvar/{dataset}/{split}/{model}/settings.parquet",
+        layers="results/rajaee_pilehvar/{dataset}/{split}/{model}/layers.parquet",
+        view="results/rajaee_pilehvar/{dataset}/{split}/{model}/view.parquet",
+    params:
+        checkpoint=lambda wildcards: last_checkpoint(wildcards.model),
+        entry=model_entry,
+        options=FINETUNING,
+    threads: 2
+    resources:
+        mem_mb=resource("extract", "mem_mb"),
+        runtime=resource("extract", "runtime"),
+        gpu=resource("extract", "gpus"),
+    log:
+        "logs/rajaee_pilehvar/{dataset}/{split}/{model}.log",
+    benchmark:
+        "results/benchmarks/rajaee_pilehvar/{dataset}/{split}/{model}.tsv"
+    conda:
+        ENV
+    script:
+        "../scripts/isotropy_settings.py"
+
+
+rule rajaee_pilehvar_tables:
+    input:
+        [job.output("settings") for job in finetuning_plan.analyses(config)],
+    output:
+        table1=finetuning_plan.TABLES[0],
+        table2=finetuning_plan.TABLES[1],
+        html=report(finetuning_plan.REPORT_TABLE, caption="../report/rajaee_pilehvar_tables.rst",
+                    category="Rajaee & Pilehvar", labels={"table": "1-2: settings, ours beside the paper's"}),
+    params:
+        jobs=finetuning_plan.analyses(config),
+    localrule: True
+    log:
+        "logs/tables/rajaee_pilehvar.log",
+    conda:
+        ENV
+    script:
+        "../scripts/rajaee_pilehvar_tables.py"
+
+
+rule rajaee_pilehvar_figure1:
+    input:
+        [job.output("layers") for job in finetuning_plan.analyses(config, first_only=True)],
+    output:
+        png=report(finetuning_plan.FIGURES["figure1"][0], caption="../report/rajaee_pilehvar_figure1.rst",
+                   category="Rajaee & Pilehvar", labels={"figure": "1: -log I(W) per layer"}),
+        pdf=finetuning_plan.FIGURES["figure1"][1],
+    params:
+        jobs=finetuning_plan.analyses(config, first_only=True),
+    log:
+        "logs/figures/rajaee_pilehvar_figure1.log",
+    conda:
+        ENV
+    script:
+        "../scripts/rajaee_pilehvar_figures.py"
+
+
+rule rajaee_pilehvar_figure2:
+    input:
+        views=[job.output("view") for job in finetuning_plan.analyses(config, first_only=True)],
+        corpus=f"{CORPUS}/clean.txt",
+        pins=[f"results/lock/{p.pretrained}/{last_checkpoint(p.pretrained).name}.json" for p in FINETUNING_PAIRS],
+    output:
+        png=report(finetuning_plan.FIGURES["figure2"][0], caption="../report/rajaee_pilehvar_figure2.rst",
+                   category="Rajaee & Pilehvar", labels={"figure": "2: PCA view by corpus frequency"}),
+        pdf=finetuning_plan.FIGURES["figure2"][1],
+    params:
+        jobs=finetuning_plan.analyses(config, first_only=True),
+        checkpoints=[last_checkpoint(p.pretrained) for p in FINETUNING_PAIRS],
+        entries=[EXPERIMENT.models[p.pretrained] for p in FINETUNING_PAIRS],
+    log:
+        "logs/figures/rajaee_pilehvar_figure2.log",
+    conda:
+        ENV
+    script:
+        "../scripts/rajaee_pilehvar_figures.py"

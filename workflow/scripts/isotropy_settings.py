@@ -1,0 +1,19 @@
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from shape_of_learning.finetuning.analysis import analyse
+from shape_of_learning.jobs import job_logging
+
+with job_logging(snakemake):
+    options = snakemake.params.options
+    pairs = pd.read_parquet(Path(snakemake.input.pairs, f"{snakemake.wildcards.split}.parquet"))
+    table, layers, view = analyse(
+        snakemake.params.checkpoint, snakemake.params.entry, json.loads(Path(snakemake.input.pin).read_text()), pairs,
+        clusters=options["clusters"], directions=options["directions"], least=options["least_directions"],
+        table_layer=options["table_layer"], figure_tokens=options["figure_tokens"], seed=options["seed"],
+        batch_size=options["batch_size"], device=options["device"])
+    table.to_parquet(snakemake.output.settings, index=False)
+    layers.to_parquet(snakemake.output.layers, index=False)
+    view.to_parquet(snakemake.output.view, index=False)
