@@ -54,7 +54,10 @@ start() {
     install
     write_config
     mkdir -p /run/munge && chown munge:munge /run/munge
-    pgrep -x munged >/dev/null || runuser -u munge -- /usr/sbin/munged
+    if ! pgrep -x munged >/dev/null; then  # remember a munged we start, so that stop ends ours and no other
+        runuser -u munge -- /usr/sbin/munged
+        pgrep -n -x munged > "$STATE/munged.pid"
+    fi
     /usr/sbin/slurmctld
     /usr/sbin/slurmd
     for _ in $(seq 60); do
@@ -67,10 +70,9 @@ start() {
 }
 
 stop() {
-    for pidfile in "$STATE/slurmd.pid" "$STATE/slurmctld.pid"; do
-        [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true
+    for pidfile in "$STATE/slurmd.pid" "$STATE/slurmctld.pid" "$STATE/munged.pid"; do
+        [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null && rm -f "$pidfile"
     done
-    pkill -x munged 2>/dev/null || true
     # With the config left in place, every later `import snakemake` (its SLURM plugin) waits ~10 s for a controller.
     for link in /etc/slurm/slurm.conf /etc/slurm/gres.conf; do
         [ "$(readlink "$link")" = "$CONF_DIR/$(basename "$link")" ] && rm -f "$link"
