@@ -68,3 +68,21 @@ def figure_outputs(stem, caption, **labels):
         "pdf": f"results/figures/{stem}.pdf",
     }
 
+
+# Rajaee & Pilehvar (finetuning.smk): a `finetune:` model starts from the last checkpoint of its base model.
+def last_checkpoint(model):
+    return EXPERIMENT.checkpoints[model][-1]
+
+
+def finetune_inputs(wildcards):
+    spec = EXPERIMENT.models[wildcards.model]["finetune"]
+    dataset, _ = finetuning_plan.split_reference(spec["data"], FINETUNING["datasets"], wildcards.model)
+    base = last_checkpoint(spec["base"])
+    return {"pairs": f"results/datasets/{dataset}", "pin": f"results/lock/{spec['base']}/{base.name}.json"}
+
+
+def finetune_scale(wildcards):
+    """The rating scale of the fine-tuning data (`data` is "dataset/split")."""
+    dataset, _ = finetuning_plan.split_reference(EXPERIMENT.models[wildcards.model]["finetune"]["data"],
+                                                 FINETUNING["datasets"], wildcards.model)
+    return FINETUNING["datasets"][dataset]["scale"]

@@ -13,17 +13,6 @@ wildcard_constraints:
     split=r"[A-Za-z0-9._-]+",
 
 
-def last_checkpoint(model):
-    return EXPERIMENT.checkpoints[model][-1]
-
-
-def finetune_inputs(wildcards):
-    spec = EXPERIMENT.models[wildcards.model]["finetune"]
-    dataset, _ = finetuning_plan.split_reference(spec["data"], FINETUNING["datasets"], wildcards.model)
-    base = last_checkpoint(spec["base"])
-    return {"pairs": f"results/datasets/{dataset}", "pin": f"results/lock/{spec['base']}/{base.name}.json"}
-
-
 rule similarity_pairs:
     output:
         directory("results/datasets/{dataset}"),
@@ -46,8 +35,7 @@ rule finetune_model:
     params:
         spec=lambda wildcards: EXPERIMENT.models[wildcards.model]["finetune"],
         base=lambda wildcards: last_checkpoint(EXPERIMENT.models[wildcards.model]["finetune"]["base"]),
-        scale=lambda wildcards: FINETUNING["datasets"][
-            EXPERIMENT.models[wildcards.model]["finetune"]["data"].partition("/")[0]]["scale"],
+        scale=finetune_scale,
         device=FINETUNING["device"] if FINETUNING else "auto",
     threads: 2
     resources:
