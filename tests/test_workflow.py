@@ -38,7 +38,7 @@ def write_config(config: dict, path: Path) -> Path:
     return path
 
 
-def test_dry_run_fans_out_one_extraction_per_checkpoint_and_one_metrics_job_per_layer(tmp_path):
+def test_dry_run_fans_out_one_extraction_per_checkpoint_and_one_metrics_job_per_layer_group(tmp_path):
     config = load_config(REPO / "presets/demo.yaml")
     experiment = plan(config)
     jobs = planned_jobs(REPO / "presets/demo.yaml", tmp_path)
@@ -47,9 +47,9 @@ def test_dry_run_fans_out_one_extraction_per_checkpoint_and_one_metrics_job_per_
     # fine-tuned on SimLex-999
     assert jobs["extract_hidden_states"] == checkpoints
     assert jobs["pin_checkpoint"] == checkpoints
-    assert jobs["layer_metrics"] == sum(
-        len(ckpts) * len(experiment.layers(model)) for model, ckpts in experiment.checkpoints.items()
-    )
+    # layers_per_job 3: demo-pythia and demo-bert 9 checkpoints x (0-2, 3-4); MiniLM and MiniLM fine-tuned (0-2, 3-5,
+    # 6); demo-vit 2 checkpoints x (0-2, 3-4); demo-resnet 2 x (0-2, 3)
+    assert jobs["layer_metrics"] == 9 * 2 * 2 + 3 * 2 + 2 * 2 + 2 * 2
     assert jobs["train_model"] == 4
     assert jobs["sample_media"] == jobs["figure_by_modality"] == 1
     assert jobs["figure_profile_across_checkpoints"] == 2
@@ -60,12 +60,15 @@ def test_dry_run_fans_out_one_extraction_per_checkpoint_and_one_metrics_job_per_
 
 def test_layers_per_job_batches_consecutive_layers_into_one_metrics_job(tmp_path):
     config = yaml.safe_load((REPO / "presets/demo.yaml").read_text())
-    config["metrics"]["layers_per_job"] = 3
+    config["metrics"]["layers_per_job"] = 2
     jobs = planned_jobs(write_config(config, tmp_path / "batched.yaml"), tmp_path)
-    # demo-pythia and demo-bert: 9 checkpoints x layers 0-2, 3-4; MiniLM and MiniLM fine-tuned: layers 0-2, 3-5, 6;
-    # demo-vit (layers 0-2, 3-4) and demo-resnet (0-2, 3): 2 checkpoints each
-    assert jobs["layer_metrics"] == 9 * 2 * 2 + 3 * 2 + 2 * 2 * 2
-    assert plan(validate_config(config)).layer_groups("all-MiniLM-L6-v2") == ["0-2", "3-5", "6"]
+    # demo-pythia and demo-bert: 9 checkpoints x layers 0-1, 2-3, 4; MiniLM and MiniLM fine-tuned: 0-1, 2-3, 4-5, 6;
+    # demo-vit (0-1, 2-3, 4) and demo-resnet (0-1, 2-3): 2 checkpoints each
+    assert jobs["layer_metrics"] == 9 * 3 * 2 + 4 * 2 + 2 * 3 + 2 * 2
+    assert plan(validate_config(config)).layer_groups("all-MiniLM-L6-v2") == ["0-1", "2-3", "4-5", "6"]
+    config["metrics"]["layers_per_job"] = 1
+    jobs = planned_jobs(write_config(config, tmp_path / "per_layer.yaml"), tmp_path)
+    assert jobs["layer_metrics"] == 9 * 5 * 2 + 7 * 2 + 2 * 5 + 2 * 4  # one job per hidden state
     assert [list(layers_in_group(g)) for g in ("0-2", "6")] == [[0, 1, 2], [6]]
 
 
@@ -82,7 +85,7 @@ def test_adding_a_model_entry_adds_exactly_its_jobs(tmp_path):
     checkpoints = len([0, 1, 2, 4, 50000, 100000, 143000])
     added = {rule: after[rule] - before.get(rule, 0) for rule in after}
     assert added["pin_checkpoint"] == added["extract_hidden_states"] == checkpoints
-    assert added["layer_metrics"] == checkpoints * (6 + 1)
+    assert added["layer_metrics"] == checkpoints * 3  # layers 0-2, 3-5, 6 (the demo's layers_per_job: 3)
     assert added["all"] + added["metrics_table"] == 0
     assert sum(added.values()) == added["pin_checkpoint"] * 2 + added["layer_metrics"]
 
