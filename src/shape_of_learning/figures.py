@@ -146,14 +146,18 @@ def layer_average_text(embedding: bool, final_norm: bool) -> str:
             f"{'included' if final_norm else 'left out'} where it follows the final norm.")
 
 
-def final_checkpoints(rows: pd.DataFrame) -> pd.DataFrame:
-    """Each model's rows at its final checkpoint: the largest step (a single checkpoint, e.g. step -1, is final)."""
+def final_checkpoints(rows: pd.DataFrame, duplicates: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Each model's rows at its final checkpoint: the largest step (a single checkpoint, e.g. step -1, is final),
+    among checkpoints whose weights are their own unless `duplicates="mark"`; and the flagged checkpoints that matter
+    for the footnote: those that would otherwise be (omit) or are (mark) a model's final one."""
+    rows, flagged = apply_duplicate_policy(rows, duplicates)
     rows = rows[rows["step"] == rows.groupby("model")["step"].transform("max")]
     names_per_model = rows.groupby("model")["checkpoint"].nunique()
     if (ambiguous := names_per_model[names_per_model > 1]).size:
         raise ValueError(f"model(s) {ambiguous.index.tolist()} have several checkpoints at their largest step; "
                          "pass one checkpoint per model")
-    return rows
+    final_steps = rows.groupby("model")["step"].max()
+    return rows, flagged[[step >= final_steps.get(model, -1) for model, step in flagged[["model", "step"]].values]]
 
 
 def plot_band(ax, x, mean, std, hollow=None, **line_style) -> None:
@@ -198,11 +202,7 @@ def anisotropy_by_layer(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, 
     x is the layer index (0 = embedding output), or the relative depth layer / num_layers when models of different
     depth share a panel. One line per model, bands mean +- std across batches; y shared between panels.
     """
-    rows, flagged = apply_duplicate_policy(select(summary, [metric], models), duplicates)
-    rows = final_checkpoints(rows)
-    # only the flagged checkpoints that would otherwise be (omit) or are (mark) a model's final one matter here
-    final_steps = rows.groupby("model")["step"].max()
-    flagged = flagged[[step >= final_steps.get(model, -1) for model, step in flagged[["model", "step"]].values]]
+    rows, flagged = final_checkpoints(select(summary, [metric], models), duplicates)
     kinds = [kind for kind in ("encoder", "decoder") if kind in set(rows["kind"])]
     figure, axes = new_figure(len(kinds), 5.0, sharey=True)
     colours = dict(zip(sorted(rows["model"].unique()), sns.color_palette("colorblind", rows["model"].nunique())))
@@ -322,10 +322,7 @@ def by_modality(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, groups: 
     byte-level (dotted) text models. Bands mean +- std across batches; y shared between panels. The final checkpoint
     is chosen among those whose weights are their own, as in `anisotropy_by_layer`.
     """
-    rows, flagged = apply_duplicate_policy(select(summary, [metric], models), duplicates)
-    rows = final_checkpoints(rows)
-    final_steps = rows.groupby("model")["step"].max()
-    flagged = flagged[[step >= final_steps.get(model, -1) for model, step in flagged[["model", "step"]].values]]
+    rows, flagged = final_checkpoints(select(summary, [metric], models), duplicates)
     if missing := sorted(set(rows["model"]) - set(groups)):
         raise ValueError(f"model(s) {missing} have no modality group; pass groups for every plotted model")
     modalities = [m for m in MODALITY_ORDER if any(groups[model]["modality"] == m for model in rows["model"].unique())]
