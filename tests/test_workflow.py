@@ -49,13 +49,13 @@ def test_dry_run_fans_out_one_extraction_per_checkpoint_and_one_metrics_job_per_
     assert jobs["pin_checkpoint"] == checkpoints
     # layers_per_job 3: demo-pythia and demo-bert 9 checkpoints x (0-2, 3-4); MiniLM and MiniLM fine-tuned (0-2, 3-5,
     # 6); demo-vit 2 checkpoints x (0-2, 3-4); demo-resnet 2 x (0-2, 3)
-    assert jobs["layer_metrics"] == 9 * 2 * 2 + 3 * 2 + 2 * 2 + 2 * 2
+    assert jobs["measure_layers"] == 9 * 2 * 2 + 3 * 2 + 2 * 2 + 2 * 2
     assert jobs["train_model"] == 4
     assert jobs["sample_media"] == jobs["figure_by_modality"] == 1
     assert jobs["figure_profile_across_checkpoints"] == 2
     # Rajaee & Pilehvar: SimLex-999, Lee and WordSim-353 read once; one fine-tuning; pre-trained and fine-tuned
     # MiniLM analysed on Lee and on WordSim-353
-    assert (jobs["similarity_pairs"], jobs["finetune_model"], jobs["isotropy_settings"]) == (3, 1, 2 * 2)
+    assert (jobs["obtain_rated_pairs"], jobs["finetune_model"], jobs["measure_isotropy_settings"]) == (3, 1, 2 * 2)
 
 
 def test_layers_per_job_batches_consecutive_layers_into_one_metrics_job(tmp_path):
@@ -64,11 +64,11 @@ def test_layers_per_job_batches_consecutive_layers_into_one_metrics_job(tmp_path
     jobs = planned_jobs(write_config(config, tmp_path / "batched.yaml"), tmp_path)
     # demo-pythia and demo-bert: 9 checkpoints x layers 0-1, 2-3, 4; MiniLM and MiniLM fine-tuned: 0-1, 2-3, 4-5, 6;
     # demo-vit (0-1, 2-3, 4) and demo-resnet (0-1, 2-3): 2 checkpoints each
-    assert jobs["layer_metrics"] == 9 * 3 * 2 + 4 * 2 + 2 * 3 + 2 * 2
+    assert jobs["measure_layers"] == 9 * 3 * 2 + 4 * 2 + 2 * 3 + 2 * 2
     assert plan(validate_config(config)).layer_groups("all-MiniLM-L6-v2") == ["0-1", "2-3", "4-5", "6"]
     config["metrics"]["layers_per_job"] = 1
     jobs = planned_jobs(write_config(config, tmp_path / "per_layer.yaml"), tmp_path)
-    assert jobs["layer_metrics"] == 9 * 5 * 2 + 7 * 2 + 2 * 5 + 2 * 4  # one job per hidden state
+    assert jobs["measure_layers"] == 9 * 5 * 2 + 7 * 2 + 2 * 5 + 2 * 4  # one job per hidden state
     assert [list(layers_in_group(g)) for g in ("0-2", "6")] == [[0, 1, 2], [6]]
 
 
@@ -85,16 +85,16 @@ def test_adding_a_model_entry_adds_exactly_its_jobs(tmp_path):
     checkpoints = len([0, 1, 2, 4, 50000, 100000, 143000])
     added = {rule: after[rule] - before.get(rule, 0) for rule in after}
     assert added["pin_checkpoint"] == added["extract_hidden_states"] == checkpoints
-    assert added["layer_metrics"] == checkpoints * 3  # layers 0-2, 3-5, 6 (the demo's layers_per_job: 3)
-    assert added["all"] + added["metrics_table"] == 0
-    assert sum(added.values()) == added["pin_checkpoint"] * 2 + added["layer_metrics"]
+    assert added["measure_layers"] == checkpoints * 3  # layers 0-2, 3-5, 6 (the demo's layers_per_job: 3)
+    assert added["all"] + added["tabulate_metrics"] == 0
+    assert sum(added.values()) == added["pin_checkpoint"] * 2 + added["measure_layers"]
 
 
 def test_paper_config_plans_every_figure_offline(tmp_path):
     jobs = planned_jobs(REPO / "config.yaml", tmp_path)
     experiment = plan(load_config(REPO / "config.yaml"))
     assert jobs["extract_hidden_states"] == sum(len(c) for c in experiment.checkpoints.values())
-    assert jobs["layer_metrics"] == sum(len(c) * len(experiment.layer_groups(m)) for m, c in experiment.checkpoints.items())
+    assert jobs["measure_layers"] == sum(len(c) * len(experiment.layer_groups(m)) for m, c in experiment.checkpoints.items())
     # only branches that exist upstream (the published lists, written out here independently of the schedule code)
     published = {"pythia": {f"step{s}" for s in [0, *(2**i for i in range(10)), *range(1000, 143001, 1000)]},
                  "bloom-560m": {f"global_step{s}" for s in [1000, 10000, *range(100000, 600001, 100000)]},
@@ -112,8 +112,8 @@ def test_paper_config_plans_every_figure_offline(tmp_path):
             "figure_id_estimators", "figure_by_modality"} <= set(jobs)
     assert jobs["sample_media"] == 2  # the image and the audio corpus
     # Rajaee & Pilehvar: STS-B obtained once, BERT and RoBERTa fine-tuned, each pre-trained and fine-tuned analysed
-    assert (jobs["similarity_pairs"], jobs["finetune_model"], jobs["isotropy_settings"]) == (1, 2, 4)
-    assert jobs["rajaee_pilehvar_tables"] == jobs["rajaee_pilehvar_figure1"] == jobs["rajaee_pilehvar_figure2"] == 1
+    assert (jobs["obtain_rated_pairs"], jobs["finetune_model"], jobs["measure_isotropy_settings"]) == (1, 2, 4)
+    assert jobs["tabulate_rajaee_pilehvar"] == jobs["plot_rajaee_pilehvar_figure1"] == jobs["plot_rajaee_pilehvar_figure2"] == 1
 
 
 def test_each_model_reads_the_corpus_of_its_modality(tmp_path):

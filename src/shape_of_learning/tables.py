@@ -1,53 +1,16 @@
-"""The results tables: one tidy row per (model, checkpoint, layer, metric, batch), and their summary over batches."""
+"""The results tables: the per-layer files of every checkpoint in one tidy table, their duplicate flags, and the
+summary over batches."""
 
 import json
-import logging
 from collections import defaultdict
 from pathlib import Path
 
 import pandas as pd
 
-from shape_of_learning.metrics import compute_metrics
+from shape_of_learning.metrics.layer import KEYS
 from shape_of_learning.pinning import duplicate_checkpoints
-from shape_of_learning.shards import read_shard
 
-logger = logging.getLogger(__name__)
-
-KEYS = ["model", "kind", "checkpoint", "step", "layer", "num_layers", "after_final_norm", "metric"]
-VALUE_COLUMNS = [*KEYS, "batch", "value", "duplicates_removed"]
 DUPLICATE_COLUMNS = ["identical_to", "shared_files"]
-
-
-def layer_metrics_table(shard: Path, manifest: dict, *, layer: int, kind: str, settings: dict) -> pd.DataFrame:
-    """Every configured metric of one layer's shard, one row per (metric, batch)."""
-    vectors, _ = read_shard(shard)
-    context = f"model {manifest['model']}, checkpoint {manifest['checkpoint']}, layer {layer}"
-    result = compute_metrics(
-        vectors,
-        settings["names"],
-        batch_size=settings["batch_size"],
-        n_batches=settings["batches"],
-        seed=settings["seed"],
-        device=settings["device"],
-        context=context,
-        twonn_discard_fraction=settings["twonn_discard_fraction"],
-    )
-    duplicates = result.info["duplicates_removed"]["per_batch"]
-    if any(duplicates):
-        logger.warning("%s: removed %d duplicate vectors before the neighbour search (per batch: %s)",
-                       context, sum(duplicates), duplicates)
-    table = result.values.assign(
-        model=manifest["model"],
-        kind=kind,
-        checkpoint=manifest["checkpoint"],
-        step=manifest["step"],
-        layer=layer,
-        num_layers=manifest["layers"],
-        # the last hidden state of a pre-LN decoder is taken after the final norm (figures.layer_average.final_norm)
-        after_final_norm=layer == manifest["layers"] and bool(manifest["last_layer_after_final_norm"]),
-    )
-    table["duplicates_removed"] = table["batch"].map(dict(enumerate(duplicates)))
-    return table[VALUE_COLUMNS]
 
 
 def build_tables(metric_files, pin_files) -> tuple[pd.DataFrame, pd.DataFrame]:

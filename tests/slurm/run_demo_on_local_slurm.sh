@@ -16,6 +16,6 @@ start=$(date +%s)
     --slurm-status-command squeue --slurm-init-seconds-before-status-checks 2 --slurm-no-account \
     --default-resources slurm_partition=debug mem_mb=2000 runtime=20 \
     --set-resources extract_hidden_states:slurm_partition=gpu extract_hidden_states:gpu=1 \
-        layer_metrics:slurm_partition=gpu
+        measure_layers:slurm_partition=gpu
 echo "$(basename "$preset") through SLURM: $(( $(date +%s) - start )) s"
 .venv/bin/python -m shape_of_learning.verify "$preset" --directory "$workdir"

@@ -12,7 +12,7 @@ ENV = "../../envs/pipeline.yaml"
 wildcard_constraints:
     model=r"[A-Za-z0-9._-]+",
     checkpoint=r"[A-Za-z0-9._-]+",
-    layers=r"\d+(-\d+)?",
+    layer_group=r"\d+(-\d+)?",
 
 
 def all_checkpoints():
@@ -20,11 +20,10 @@ def all_checkpoints():
 
 
 PINS = [f"results/lock/{model}/{ckpt.name}.json" for model, ckpt in all_checkpoints()]
-MANIFESTS = [f"results/manifests/{model}/{ckpt.name}.json" for model, ckpt in all_checkpoints()]
 LAYER_METRICS = [
-    f"results/metrics/{model}/{ckpt.name}/layer_{layers}.parquet"
+    f"results/metrics/{model}/{ckpt.name}/layer_{group}.parquet"
     for model, ckpt in all_checkpoints()
-    for layers in EXPERIMENT.layer_groups(model)
+    for group in EXPERIMENT.layer_groups(model)
 ]
 FIGURES = [path for fig in EXPERIMENT.figures for path in fig.outputs]
 

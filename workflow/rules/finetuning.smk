@@ -13,7 +13,7 @@ wildcard_constraints:
     split=r"[A-Za-z0-9._-]+",
 
 
-rule similarity_pairs:
+rule obtain_rated_pairs:
     output:
         directory("results/datasets/{dataset}"),
     params:
@@ -24,7 +24,7 @@ rule similarity_pairs:
     conda:
         ENV
     script:
-        "../scripts/similarity_pairs.py"
+        "../scripts/obtain_rated_pairs.py"
 
 
 rule finetune_model:
@@ -52,7 +52,7 @@ rule finetune_model:
         "../scripts/finetune_model.py"
 
 
-rule isotropy_settings:
+rule measure_isotropy_settings:
     input:
         pairs="results/datasets/{dataset}",
         pin=lambda wildcards: f"results/lock/{wildcards.model}/{last_checkpoint(wildcards.model).name}.json",
@@ -77,10 +77,10 @@ rule isotropy_settings:
     conda:
         ENV
     script:
-        "../scripts/isotropy_settings.py"
+        "../scripts/measure_isotropy_settings.py"
 
 
-rule rajaee_pilehvar_tables:
+rule tabulate_rajaee_pilehvar:
     input:
         [job.output("settings") for job in finetuning_plan.analyses(config)],
     output:
@@ -96,10 +96,10 @@ rule rajaee_pilehvar_tables:
     conda:
         ENV
     script:
-        "../scripts/rajaee_pilehvar_tables.py"
+        "../scripts/tabulate_rajaee_pilehvar.py"
 
 
-rule rajaee_pilehvar_figure1:
+rule plot_rajaee_pilehvar_figure1:
     input:
         [job.output("layers") for job in finetuning_plan.analyses(config, first_only=True)],
     output:
@@ -113,10 +113,10 @@ rule rajaee_pilehvar_figure1:
     conda:
         ENV
     script:
-        "../scripts/rajaee_pilehvar_figures.py"
+        "../scripts/plot_rajaee_pilehvar_figures.py"
 
 
-rule rajaee_pilehvar_figure2:
+rule plot_rajaee_pilehvar_figure2:
     input:
         views=[job.output("view") for job in finetuning_plan.analyses(config, first_only=True)],
         corpus=f"{CORPUS}/clean.txt",
@@ -134,4 +134,4 @@ rule rajaee_pilehvar_figure2:
     conda:
         ENV
     script:
-        "../scripts/rajaee_pilehvar_figures.py"
+        "../scripts/plot_rajaee_pilehvar_figures.py"

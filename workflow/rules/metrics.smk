@@ -1,12 +1,12 @@
 # Metrics: one job per (model, checkpoint, layer) or per metrics.layers_per_job layers, then one tidy table.
 
 
-rule layer_metrics:
+rule measure_layers:
     input:
         shards="results/embeddings/{model}/{checkpoint}",
         manifest="results/manifests/{model}/{checkpoint}.json",
     output:
-        "results/metrics/{model}/{checkpoint}/layer_{layers}.parquet",
+        "results/metrics/{model}/{checkpoint}/layer_{layer_group}.parquet",
     params:
         metrics=config["metrics"],
         kind=lambda wildcards: EXPERIMENT.models[wildcards.model]["kind"],
@@ -16,16 +16,16 @@ rule layer_metrics:
         runtime=resource("metrics", "runtime"),
         gpu=resource("metrics", "gpus"),
     log:
-        "logs/metrics/{model}/{checkpoint}/layer_{layers}.log",
+        "logs/metrics/{model}/{checkpoint}/layer_{layer_group}.log",
     benchmark:
-        "results/benchmarks/metrics/{model}/{checkpoint}/layer_{layers}.tsv"
+        "results/benchmarks/metrics/{model}/{checkpoint}/layer_{layer_group}.tsv"
     conda:
         ENV
     script:
-        "../scripts/layer_metrics.py"
+        "../scripts/measure_layers.py"
 
 
-rule metrics_table:
+rule tabulate_metrics:
     input:
         metrics=LAYER_METRICS,
         pins=PINS,
@@ -35,8 +35,8 @@ rule metrics_table:
         summary_csv="results/tables/summary.csv",
     localrule: True
     log:
-        "logs/tables/metrics_table.log",
+        "logs/tables/tabulate_metrics.log",
     conda:
         ENV
     script:
-        "../scripts/metrics_table.py"
+        "../scripts/tabulate_metrics.py"

@@ -4,7 +4,7 @@ from pathlib import Path
 from shape_of_learning.corpus import read_windows
 from shape_of_learning.corpus.media import read_media
 from shape_of_learning.extract import extract
-from shape_of_learning.jobs import job_logging
+from shape_of_learning.logs import job_logging
 
 with job_logging(snakemake):
     options = snakemake.params.extraction

@@ -4,7 +4,7 @@ from pathlib import Path
 import pandas as pd
 
 from shape_of_learning.finetuning.siamese import finetune
-from shape_of_learning.jobs import job_logging
+from shape_of_learning.logs import job_logging
 
 with job_logging(snakemake):
     spec, base = snakemake.params.spec, snakemake.params.base

@@ -1,7 +1,7 @@
 import json
 from pathlib import Path
 
-from shape_of_learning.jobs import job_logging
+from shape_of_learning.logs import job_logging
 from shape_of_learning.pinning import pin
 
 with job_logging(snakemake):

@@ -1,6 +1,6 @@
 import pandas as pd
 
-from shape_of_learning.jobs import job_logging
+from shape_of_learning.logs import job_logging
 
 with job_logging(snakemake):
     summary = pd.read_parquet(snakemake.input[0])

@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from shape_of_learning.jobs import job_logging
+from shape_of_learning.logs import job_logging
 from shape_of_learning.training import train
 
 with job_logging(snakemake):

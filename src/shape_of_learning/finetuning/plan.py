@@ -62,7 +62,7 @@ def pairs(config: dict) -> list[Pair]:
 
 @dataclass(frozen=True)
 class Analysis:
-    """One `isotropy_settings` job: a model of a pair, in one state, on one evaluated dataset split."""
+    """One `measure_isotropy_settings` job: a model of a pair, in one state, on one evaluated dataset split."""
 
     reference: str  # dataset/split
     pair: Pair

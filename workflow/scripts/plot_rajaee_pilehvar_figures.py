@@ -4,7 +4,7 @@ from pathlib import Path
 import pandas as pd
 
 from shape_of_learning.finetuning import figures
-from shape_of_learning.jobs import job_logging
+from shape_of_learning.logs import job_logging
 from shape_of_learning.registry import tokenizer_location
 
 
@@ -16,7 +16,7 @@ def labelled(paths, jobs):
 
 with job_logging(snakemake):
     jobs = snakemake.params.jobs
-    if snakemake.rule == "rajaee_pilehvar_figure1":
+    if snakemake.rule == "plot_rajaee_pilehvar_figure1":
         figures.isotropy_by_layer(labelled(snakemake.input, jobs), snakemake.output.png, snakemake.output.pdf,
                                   dataset=jobs[0].reference)
     else:

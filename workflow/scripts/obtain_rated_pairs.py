@@ -1,7 +1,7 @@
 from pathlib import Path
 
 from shape_of_learning.finetuning.datasets import obtain_archive, read_split
-from shape_of_learning.jobs import job_logging
+from shape_of_learning.logs import job_logging
 
 with job_logging(snakemake):
     name, spec = snakemake.wildcards.dataset, snakemake.params.spec

@@ -1,4 +1,4 @@
-from shape_of_learning.jobs import job_logging
+from shape_of_learning.logs import job_logging
 from shape_of_learning.tables import build_tables
 
 with job_logging(snakemake):

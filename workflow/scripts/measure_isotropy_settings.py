@@ -4,7 +4,7 @@ from pathlib import Path
 import pandas as pd
 
 from shape_of_learning.finetuning.analysis import analyse
-from shape_of_learning.jobs import job_logging
+from shape_of_learning.logs import job_logging
 
 with job_logging(snakemake):
     options = snakemake.params.options
