@@ -4,13 +4,12 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 CORES  ?= 2
 
-.PHONY: demo test lint paper dry-run report slurm-test clean
+.PHONY: demo test check lint paper dry-run report slurm-test clean
 
-$(BIN)/snakemake: requirements/*.txt pyproject.toml
+$(BIN)/snakemake: requirements/*.txt pyproject.toml  ## the package, editable, with every pin of requirements/
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -r requirements/test.txt
-	$(BIN)/pip install --quiet --no-deps -e .
+	$(BIN)/pip install --quiet -e ".[demo,test]"
 	touch $@
 
 demo: $(BIN)/snakemake  ## the whole DAG, offline, on the demo preset: results/figures/, results/tables/
@@ -18,6 +17,12 @@ demo: $(BIN)/snakemake  ## the whole DAG, offline, on the demo preset: results/f
 
 test: $(BIN)/snakemake  ## unit tests and the end-to-end run of the real DAG on the CI preset
 	$(BIN)/pytest -q
+
+check: $(BIN)/snakemake  ## the fast loop (~1 min): unit tests without the DAG runs, lint, dry runs of the demo and the paper
+	$(BIN)/pytest -q -m "not slow" -p no:cacheprovider
+	$(BIN)/snakemake --lint --configfile presets/demo.yaml
+	$(BIN)/snakemake -n --quiet rules --configfile presets/demo.yaml > /dev/null
+	$(BIN)/snakemake -n --quiet rules > /dev/null
 
 lint: $(BIN)/snakemake
 	$(BIN)/snakemake --lint --configfile presets/demo.yaml

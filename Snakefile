@@ -17,8 +17,9 @@ sys.path.insert(0, SRC)
 from shape_of_learning.experiment import validate_config  # noqa: E402
 
 
-# A --configfile (a preset) is a whole experiment: it replaces config.yaml instead of merging into it, so that the
-# paper's models never leak into a demo run. --config key=value still tweaks whichever file is in use.
+# A preset given with --configfile replaces config.yaml instead of merging into it, so that the paper's models never
+# leak into a demo run. Several --configfile files merge, later ones win (presets/ci.yaml is an overlay on
+# presets/demo.yaml); --config key=value still tweaks whichever files are in use.
 if not workflow.config_settings.configfiles:
     configfile: Path(workflow.basedir) / "config.yaml"
 

@@ -21,7 +21,7 @@ import torch
 from transformers import AutoConfig, AutoModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from extract_speed import DEFAULT_TEXT, model_entry, windows_of  # noqa: E402
+from extract_speed import model_entry, windows_of  # noqa: E402
 
 from shape_of_learning.extract import extract  # noqa: E402
 from shape_of_learning.registry import checkpoints  # noqa: E402
@@ -55,7 +55,7 @@ def main() -> int:
     parser.add_argument("--model", default="pythia-410m")
     parser.add_argument("--max-length", type=int, default=1024)
     parser.add_argument("--oom-batch", type=int, default=64, help="windows in the first batch of check 3")
-    parser.add_argument("--text", default=str(DEFAULT_TEXT))
+    parser.add_argument("--text", default="", help="a text or XML file to cut windows from (default: random words)")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("no CUDA device: this script checks the GPU paths of extraction")

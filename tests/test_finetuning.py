@@ -173,6 +173,7 @@ def test_sts_archive_digest_is_recorded_in_a_lock_and_checked_by_later_runs(tmp_
         datasets.obtain_archive("stsb", spec, tmp_path / "work", lock)
 
 
+@pytest.mark.slow  # trains a model: left out of `make check`
 def test_fine_tuning_a_few_steps_lowers_the_training_loss(tmp_path):
     from transformers import AutoModel
 
@@ -229,9 +230,9 @@ def test_a_split_reference_names_the_known_splits():
 def test_a_finetune_entry_is_one_local_checkpoint_main_that_the_pipeline_writes():
     from shape_of_learning.registry import checkpoints
 
-    (checkpoint,) = checkpoints("bert-stsb", {"finetune": {"base": "bert", "data": "stsb/train"}}, "out")
+    (checkpoint,) = checkpoints("bert-stsb", {"finetune": {"base": "bert", "data": "stsb/train"}})
     assert (checkpoint.name, checkpoint.source, checkpoint.location, checkpoint.step) == (
-        "main", "local", "out/finetuned/bert-stsb", -1)
+        "main", "local", "results/finetuned/bert-stsb", -1)
     with pytest.raises(ValueError, match="remove `checkpoints`"):
         checkpoints("bert-stsb", {"finetune": {"base": "bert", "data": "d/s"}, "checkpoints": ["main"]})
 

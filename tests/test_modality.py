@@ -13,10 +13,18 @@ import torch
 import transformers
 
 from shape_of_learning.corpus.media import decode_audio, read_media, sample_media, write_media
+from shape_of_learning.experiment import validate_config, validate_model_entry
 from shape_of_learning.extract import extract
 from shape_of_learning.inputs import depth
 from shape_of_learning.registry import checkpoints
 from shape_of_learning.shards import read_shard
+
+
+def media_spec(fields: dict) -> dict:
+    """An image_corpus / audio_corpus entry as the workflow hands it over: validated, defaults filled."""
+    config = validate_config({"corpus": {"name": "c"}, "windows": {}, "figures": {}, "image_corpus": {"name": "m", **fields},
+                              "models": {"m": {"hub_id": "a/b", "kind": "encoder", "layers": 1}}})
+    return config["image_corpus"]
 
 WINDOWS = ["The quick brown fox jumps over the lazy dog. " * 3, "Anisotropy in character-level models.",
            "Byte-level models read UTF-8: naïve café."] * 4
@@ -37,13 +45,13 @@ def save(model, preprocessor, directory, layers, modality):
     torch.manual_seed(0)
     model.save_pretrained(directory)
     preprocessor.save_pretrained(directory)
-    return {"path": str(directory), "kind": "encoder", "layers": layers, "modality": modality, "batch_size": 3,
-            "max_length": 64}
+    return validate_model_entry({"path": str(directory), "kind": "encoder", "layers": layers, "modality": modality,
+                                 "batch_size": 3, "max_length": 64})
 
 
 @pytest.fixture(scope="module")
 def digits(tmp_path_factory):
-    frame = sample_media({"sklearn_digits": True, "count": 40, "seed": 0}, "image")
+    frame = sample_media(media_spec({"sklearn_digits": True, "count": 40, "seed": 0}), "image")
     path = tmp_path_factory.mktemp("corpus") / "items.parquet"
     write_media(frame, path)
     return read_media(path)
@@ -60,18 +68,18 @@ def shards(out_dir, layers):
 
 def test_digits_are_sampled_with_a_seed_and_stored_verified(digits, tmp_path):
     assert len(digits) == 40 and digits.attrs["available"] == 1797 and digits["label"].between(0, 9).all()
-    again = sample_media({"sklearn_digits": True, "count": 40, "seed": 0}, "image")
+    again = sample_media(media_spec({"sklearn_digits": True, "count": 40, "seed": 0}), "image")
     assert again["name"].tolist() == digits["name"].tolist()
-    other_seed = sample_media({"sklearn_digits": True, "count": 40, "seed": 1}, "image")
+    other_seed = sample_media(media_spec({"sklearn_digits": True, "count": 40, "seed": 1}), "image")
     assert other_seed["name"].tolist() != again["name"].tolist()
     folder = tmp_path / "clips"
     folder.mkdir()
     (folder / "a.wav").write_bytes(wav(1.0))
     (folder / "broken.wav").write_bytes(b"RIFF not a wave file")
     with pytest.raises(ValueError, match="broken.wav is not a readable audio file"):
-        sample_media({"local_path": str(folder), "count": 2, "seed": 0}, "audio")
+        sample_media(media_spec({"local_path": str(folder), "count": 2, "seed": 0}), "audio")
     with pytest.raises(ValueError, match="holds 2 audio files.*fewer than audio_corpus.count=3"):
-        sample_media({"local_path": str(folder), "count": 3, "seed": 0}, "audio")
+        sample_media(media_spec({"local_path": str(folder), "count": 3, "seed": 0}), "audio")
 
 
 def test_vit_keeps_patches_not_cls_and_matches_a_direct_call(digits, tmp_path):
@@ -181,17 +189,19 @@ def test_character_and_byte_level_encoders(family, tmp_path):
                                        atol=1e-5)
 
 
+@pytest.mark.slow  # trains a model: left out of `make check`
 @pytest.mark.parametrize("arch, layers, steps", [("vit", 2, 150), ("resnet", 3, 60)])
 def test_digit_trained_image_models_learn_and_are_extracted_like_any_checkpoint(arch, layers, steps, tmp_path):
     from shape_of_learning import training
 
     corpus = tmp_path / "items.parquet"
-    write_media(sample_media({"sklearn_digits": True, "count": 400, "seed": 0}, "image"), corpus)
+    write_media(sample_media(media_spec({"sklearn_digits": True, "count": 400, "seed": 0}), "image"), corpus)
     saved = training.train(arch, corpus, tmp_path / "models", [0, steps], seed=0, num_layers=layers, d_model=32,
                            num_heads=2, batch_size=32, lr=3e-3, weight_decay=0.0, patch_size=8)
     losses = [json.loads((path / "training.json").read_text())["loss"] for path in saved]
     assert losses[0] is None and losses[1] < np.log(10) - 0.2  # better than chance (ln 10) after a few seconds
-    entry = {"path": str(saved[1]), "kind": "encoder", "layers": layers, "modality": "image", "batch_size": 16}
+    entry = validate_model_entry({"path": str(saved[1]), "kind": "encoder", "layers": layers, "modality": "image",
+                                  "batch_size": 16})
     manifest = run(entry, read_media(corpus)["data"].tolist(), 64, tmp_path / "out")
     assert manifest["layers"] == layers and manifest["family"] == arch
     assert [len(v) for v in shards(tmp_path / "out", layers)] == [64] * (layers + 1)
@@ -203,6 +213,8 @@ def test_by_modality_draws_one_panel_per_modality_with_styles_by_group(tmp_path)
 
     entries = {"subword": {"kind": "encoder"}, "bytes": {"kind": "encoder", "text_unit": "byte"},
                "vit": {"kind": "encoder", "modality": "image"}, "cnn": {"kind": "cnn", "modality": "image"}}
+    # as the workflow hands them over: validated, defaults filled
+    entries = {model: validate_model_entry(entry | {"hub_id": "some/model", "layers": 2}) for model, entry in entries.items()}
     groups = {model: model_group(entry) for model, entry in entries.items()}
     assert groups["bytes"] == {"modality": "text", "group": "byte-level"} and groups["cnn"]["group"] == "CNN"
     rows = [dict(model=model, kind=entries[model]["kind"], checkpoint="main", step=-1, layer=layer, num_layers=2,
@@ -243,7 +255,7 @@ def test_a_corpus_folder_or_archive_gives_the_same_seeded_sample(pack, tmp_path)
                 info = tarfile.TarInfo(name)
                 info.size = len(data)
                 archive.addfile(info, io.BytesIO(data))
-    frame = sample_media({"local_path": str(source), "count": 5, "seed": 3}, "audio")
+    frame = sample_media(media_spec({"local_path": str(source), "count": 5, "seed": 3}), "audio")
     expected = [names[i] for i in np.random.default_rng(3).choice(8, size=5, replace=False)]
     assert frame["name"].tolist() == expected
     assert frame["data"].tolist() == [clips[name if name in clips else f"clips/{name}"] for name in expected]

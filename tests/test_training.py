@@ -44,6 +44,7 @@ def trained(request, corpus, tmp_path_factory):
     return arch, out_root, training.train(arch, corpus, out_root, [50, 0, 2, 10, 2], seed=1, **TINY)
 
 
+@pytest.mark.slow  # trains a model: left out of `make check`
 def test_saves_one_loadable_checkpoint_per_step(trained):
     arch, out_root, dirs = trained
     assert dirs == [out_root / f"step{step}" for step in (0, 2, 10, 50)]
@@ -63,6 +64,7 @@ def test_saves_one_loadable_checkpoint_per_step(trained):
     assert metadata["hyperparameters"]["d_model"] == TINY["d_model"]
 
 
+@pytest.mark.slow  # trains a model: left out of `make check`
 def test_loss_decreases_and_weights_move(trained, corpus):
     arch, _, dirs = trained
     first, middle, last = (batch_loss(checkpoint, arch, corpus) for checkpoint in (dirs[0], dirs[2], dirs[3]))
@@ -72,6 +74,7 @@ def test_loss_decreases_and_weights_move(trained, corpus):
     assert not any(torch.equal(before[name], after[name]) for name in before if name.endswith("dense.weight"))
 
 
+@pytest.mark.slow  # trains a model: left out of `make check`
 @pytest.mark.parametrize("arch", ARCHS)
 def test_same_seed_same_weights(arch, corpus, tmp_path):
     run = lambda seed, name: training.train(arch, corpus, tmp_path / name, [3], seed=seed, **TINY)[0]  # noqa: E731

@@ -24,13 +24,28 @@ def validate_config(config: dict) -> dict:
 
     validate(config, str(SCHEMAS / "config.schema.yaml"))
     for entry in config["models"].values():
-        validate(entry, str(SCHEMAS / "model.schema.yaml"))
+        validate_model_entry(entry)
     return config
 
 
-def load_config(path: Path) -> dict:
-    """Read a config or preset and validate it exactly as the Snakefile does."""
-    return validate_config(yaml.safe_load(Path(path).read_text()))
+def validate_model_entry(entry: dict) -> dict:
+    """One entry of `models:` checked against model.schema.yaml, its defaults filled in place: what every function
+    taking a model entry (registry, extraction, training) expects."""
+    from snakemake.utils import validate
+
+    validate(entry, str(SCHEMAS / "model.schema.yaml"))
+    return entry
+
+
+def load_config(*paths: Path) -> dict:
+    """Read a config or preset (several merge, later ones win, as `--configfile a.yaml b.yaml` does) and validate it
+    exactly as the Snakefile does."""
+    from snakemake.utils import update_config
+
+    config = {}
+    for path in paths:
+        update_config(config, yaml.safe_load(Path(path).read_text()))
+    return validate_config(config)
 
 
 @dataclass(frozen=True)
@@ -86,9 +101,9 @@ class Experiment:
 
 def model_group(entry: dict) -> dict:
     """Where the modality figure draws a model: its modality's panel, and its line style (what a token is)."""
-    modality = entry.get("modality", "text")
+    modality = entry["modality"]
     if modality == "text":
-        return {"modality": modality, "group": f"{entry.get('text_unit', 'subword')}-level"}
+        return {"modality": modality, "group": f"{entry['text_unit']}-level"}
     return {"modality": modality, "group": "CNN" if entry["kind"] == "cnn" else "transformer"}
 
 
@@ -98,16 +113,16 @@ def layers_in_group(group: str) -> range:
     return range(int(first), int(last or first) + 1)
 
 
-def plan(config: dict, results_dir: str = "results") -> Experiment:
+def plan(config: dict) -> Experiment:
     """Expand a validated config into checkpoints and figures; cross-references the schema cannot check fail here."""
     models = config["models"]
     for name, entry in models.items():
-        modality = entry.get("modality", "text")
+        modality = entry["modality"]
         if modality != "text" and not config.get(f"{modality}_corpus"):
             raise ValueError(f"model {name!r} reads {modality} (modality: {modality}) but the config has no "
                              f"`{modality}_corpus`; add one (name, local_path to a folder or archive, count) or "
                              "remove the model")
-    experiment = Experiment(models, {name: checkpoints(name, entry, results_dir) for name, entry in models.items()},
+    experiment = Experiment(models, {name: checkpoints(name, entry) for name, entry in models.items()},
                             config["metrics"]["layers_per_job"])
     computed = set(config["metrics"]["names"])
     figures = config.get("figures", {})

@@ -13,6 +13,8 @@ one checkpoint ``main`` saved as ``results/finetuned/{model}/``, see `shape_of_l
 - a list of mappings ``{name, revision, hub_id, step}``, for checkpoints that live in their own repository (TinyLlama).
 
 For a directory source (path/package) a checkpoint other than ``main`` is the subdirectory named by its revision.
+Entries arrive validated by ``workflow/schemas/model.schema.yaml`` (one source, the shapes above, defaults filled);
+here live only the checks a schema cannot express: names safe in paths, duplicates, schedules, installed packages.
 Everything here is pure and offline: it runs while Snakemake builds the DAG.
 """
 
@@ -61,25 +63,20 @@ def revisions(schedule: dict, template: str = "step{step}") -> list[str]:
     return [item["revision"] for item in items]
 
 
-def checkpoints(model: str, entry: dict, results_dir: str = "results") -> list[Checkpoint]:
-    """Expand one model entry into its checkpoints (no network, no file access beyond locating a package)."""
-    _check_name(model, f"model name {model!r}", "rename the key under `models:` in the config")
-    sources = [key for key in SOURCES if entry.get(key) is not None]
-    if len(sources) != 1:
-        raise ValueError(f"model {model!r}: give exactly one of {', '.join(SOURCES)}; found "
-                         f"{sources or 'none'}")
-    source = sources[0]
+def checkpoints(model: str, entry: dict) -> list[Checkpoint]:
+    """Expand one validated model entry into its checkpoints (no network, no file access beyond locating a package)."""
+    source = next(key for key in SOURCES if key in entry)  # the schema admits exactly one
     spec = entry.get("checkpoints")
     if source == "finetune":
         if spec is not None:
             raise ValueError(f"model {model!r}: a `finetune` entry has one checkpoint, main; remove `checkpoints`")
-        found = [Checkpoint(model, "main", "local", str(Path(results_dir, "finetuned", model)), None, -1)]
+        found = [Checkpoint(model, "main", "local", str(Path("results", "finetuned", model)), None, -1)]
     elif source == "train":
         if spec is not None:
             raise ValueError(f"model {model!r}: a `train` entry takes its checkpoints from train.steps; "
                              "remove `checkpoints`")
-        found = [Checkpoint(model, f"step{step}", "local", str(Path(results_dir, "models", model, f"step{step}")),
-                            None, step) for step in _schedule_steps(model, entry["train"].get("steps"), "train.steps")]
+        found = [Checkpoint(model, f"step{step}", "local", str(Path("results", "models", model, f"step{step}")),
+                            None, step) for step in _schedule_steps(model, entry["train"]["steps"], "train.steps")]
     else:
         found = [_checkpoint(model, source, entry, item) for item in _revision_items(model, spec)]
     duplicates = sorted(name for name, count in Counter(c.name for c in found).items() if count > 1)
@@ -91,7 +88,7 @@ def checkpoints(model: str, entry: dict, results_dir: str = "results") -> list[C
 def tokenizer_location(entry: dict, checkpoint: Checkpoint) -> str:
     """Where the tokenizer comes from: the entry's `tokenizer` (Bloom intermediate repos have none), else the
     checkpoint itself."""
-    return entry.get("tokenizer") or checkpoint.location
+    return entry["tokenizer"] or checkpoint.location
 
 
 def _revision_items(model: str, spec) -> list[dict]:
@@ -99,27 +96,9 @@ def _revision_items(model: str, spec) -> list[dict]:
     if spec is None:
         return [{"revision": "main"}]
     if isinstance(spec, dict):
-        unknown = set(spec) - {"schedule", "revision"}
-        if unknown or "schedule" not in spec:
-            raise ValueError(f"model {model!r}: checkpoints as a mapping takes `schedule` (required) and "
-                             f"`revision`; got keys {sorted(spec)}")
-        template = spec.get("revision", "step{step}")
-        if "{step}" not in template:
-            raise ValueError(f"model {model!r}: checkpoints.revision {template!r} must contain '{{step}}'")
         steps = _schedule_steps(model, spec["schedule"], "checkpoints.schedule")
-        return [{"revision": template.format(step=step), "step": step} for step in steps]
-    if not isinstance(spec, list) or not spec:
-        raise ValueError(f"model {model!r}: `checkpoints` must be a mapping with a schedule or a non-empty list")
-    items = []
-    for item in spec:
-        if isinstance(item, str):
-            items.append({"revision": item})
-        elif isinstance(item, dict) and "name" in item and set(item) <= {"name", "revision", "hub_id", "step"}:
-            items.append(item)
-        else:
-            raise ValueError(f"model {model!r}: checkpoint {item!r} must be a revision name or a mapping with "
-                             "`name` and optionally `revision`, `hub_id`, `step`")
-    return items
+        return [{"revision": spec["revision"].format(step=step), "step": step} for step in steps]
+    return [{"revision": item} if isinstance(item, str) else item for item in spec]
 
 
 def _checkpoint(model: str, source: str, entry: dict, item: dict) -> Checkpoint:
@@ -137,12 +116,12 @@ def _checkpoint(model: str, source: str, entry: dict, item: dict) -> Checkpoint:
     return Checkpoint(model, name, "local", str(directory if revision == "main" else directory / revision), None, step)
 
 
-def _schedule_steps(model: str, schedule, key: str) -> list[int]:
-    try:
-        return log_then_linear(**schedule)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"model {model!r}: {key} must be {{last: N, every: K, log_until: M (optional)}}; "
-                         f"got {schedule!r} ({error})") from None
+def _schedule_steps(model: str, schedule: dict, key: str) -> list[int]:
+    steps = log_then_linear(**schedule)
+    if not steps:
+        raise ValueError(f"model {model!r}: {key} {schedule} leaves no step (every step is below `first`); "
+                         "lower `first` or raise `last`")
+    return steps
 
 
 def _package_dir(model: str, package: str) -> Path:

@@ -1,6 +1,6 @@
 """Check a finished run: every expected output exists and the table is complete and finite.
 
-    python -m shape_of_learning.verify presets/demo.yaml [--directory WORKDIR]
+    python -m shape_of_learning.verify presets/demo.yaml [presets/ci.yaml] [--directory WORKDIR]
 
 Used by the end-to-end test and by the SLURM check in CI; usable after any run of the workflow.
 """
@@ -50,10 +50,10 @@ def problems(config: dict, workdir: Path) -> list[str]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("configfile", type=Path)
+    parser.add_argument("configfiles", type=Path, nargs="+", help="the --configfile files of the run, in order")
     parser.add_argument("--directory", type=Path, default=Path("."), help="the workflow's working directory")
     args = parser.parse_args(argv)
-    config = load_config(args.configfile)
+    config = load_config(*args.configfiles)
     found = problems(config, args.directory)
     for problem in found:
         print(problem, file=sys.stderr)

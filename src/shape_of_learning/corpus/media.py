@@ -37,11 +37,11 @@ def sample_media(spec: dict, modality: str) -> pd.DataFrame:
     if modality not in EXTENSIONS:
         raise ValueError(f"modality must be one of {sorted(EXTENSIONS)}, got {modality!r}")
     count, seed = spec["count"], spec["seed"]
-    if spec.get("sklearn_digits"):
+    if spec["sklearn_digits"]:
         if modality != "image":
             raise ValueError("sklearn_digits is an image corpus; give audio_corpus a local_path")
         names, labels, read, source = _digits()
-    elif spec.get("local_path"):
+    elif spec["local_path"]:
         source = Path(spec["local_path"])
         names, read = _listing(source, EXTENSIONS[modality])
         labels = [-1] * len(names)

@@ -74,7 +74,7 @@ def hidden_tokens(checkpoint: Checkpoint, entry: dict, pin: dict, texts: list[st
     location = tokenizer_location(entry, checkpoint)
     tokenizer = AutoTokenizer.from_pretrained(
         location, revision=pin["commit_sha"] if location == checkpoint.location else None)
-    lengths = tokenizer(texts, truncation=True, max_length=entry.get("max_length", 512))["input_ids"]
+    lengths = tokenizer(texts, truncation=True, max_length=entry["max_length"])["input_ids"]
     with tempfile.TemporaryDirectory() as shards:
         extract(checkpoint, {**entry, "batch_size": batch_size}, texts, sum(map(len, lengths)), Path(shards),
                 pin=pin, special_tokens="include", store_dtype="float32", device=device)

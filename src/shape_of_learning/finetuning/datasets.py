@@ -98,19 +98,19 @@ def obtain_archive(name: str, spec: dict, workdir: Path, lock: Path) -> Path:
     Reuses the corpus download (`shape_of_learning.corpus.fetch.obtain`). The tar is checked against `spec["sha256"]`
     when the config gives one; otherwise against the digest recorded in `lock` by the first run, which writes it.
     """
-    if not spec.get("url") and not spec.get("local_path"):
+    if not spec["url"] and not spec["local_path"]:
         raise ValueError(f"dataset {name!r}: no source; set finetuning.datasets.{name}.url or .local_path "
                          "(or `gensim: true` for the similarity sets shipped with gensim)")
-    pinned = spec.get("sha256")
+    pinned = spec["sha256"]
     recorded = json.loads(lock.read_text())["sha256"] if lock.is_file() else None
     if pinned and recorded and pinned != recorded:
         logger.warning("%s: config sha256 %s differs from the lock file %s; the config wins", name, pinned, recorded)
-    dest = obtain(workdir / f"{name}.tar", url=spec.get("url"), local_path=spec.get("local_path"), size=None,
+    dest = obtain(workdir / f"{name}.tar", url=spec["url"], local_path=spec["local_path"], size=None,
                   md5=None, sha256=pinned or recorded)
     if not pinned and not recorded:
         digest = _digests(dest)["sha256"]
         lock.parent.mkdir(parents=True, exist_ok=True)
-        lock.write_text(json.dumps({"dataset": name, "url": spec.get("url"), "sha256": digest}, indent=2) + "\n")
+        lock.write_text(json.dumps({"dataset": name, "url": spec["url"], "sha256": digest}, indent=2) + "\n")
         logger.info("%s: recorded sha256 %s in %s; later runs check it (or set finetuning.datasets.%s.sha256)",
                     name, digest, lock, name)
     return dest

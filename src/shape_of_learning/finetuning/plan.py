@@ -41,7 +41,7 @@ def pairs(config: dict) -> list[Pair]:
                              "section; add it (see config.yaml) or remove them")
         return []
     section = config["finetuning"]
-    found = [Pair(p["pretrained"], p["finetuned"], p.get("paper")) for p in section["pairs"]]
+    found = [Pair(p["pretrained"], p["finetuned"], p["paper"]) for p in section["pairs"]]
     for pair in found:
         for name in (pair.pretrained, pair.finetuned):
             if name not in models:

@@ -1,0 +1,116 @@
+"""A layer's metrics step, the results tables and the check of a finished run, on data with known answers."""
+
+import copy
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from shape_of_learning.experiment import validate_config
+from shape_of_learning.metrics.layer import VALUE_COLUMNS, measure_layer
+from shape_of_learning.shards import write_shard
+from shape_of_learning.tables import build_tables
+from shape_of_learning.verify import problems
+
+MANIFEST = {"model": "m", "checkpoint": "step2", "step": 2, "layers": 4, "last_layer_after_final_norm": True}
+SETTINGS = {"names": ["anisotropy", "avg_cosine", "id_twonn"], "batch_size": 128, "batches": 2, "seed": 0,
+            "device": "cpu", "twonn_discard_fraction": 0.1}
+
+
+def test_a_layer_on_a_line_has_anisotropy_one_cosine_one_and_dimension_one(tmp_path):
+    """Points t * u (t > 0) on a ray in R^32: one direction holds all the variance, every pair has cosine 1, and the
+    manifold is 1-dimensional. 6 exact copies are left out of the neighbour search only."""
+    rng = np.random.default_rng(0)
+    u = rng.normal(size=32)
+    t = rng.uniform(1, 2, size=250)
+    vectors = np.concatenate([t[:, None] * u, np.repeat(u[None] * 1.5, 6, axis=0)])
+    write_shard(tmp_path / "layer_4.parquet", vectors, metadata={}, store_dtype="float32")
+    table = measure_layer(tmp_path / "layer_4.parquet", MANIFEST, layer=4, kind="decoder", settings=SETTINGS)
+    assert list(table.columns) == VALUE_COLUMNS and len(table) == 3 * 2
+    means = table.groupby("metric")["value"].mean()
+    assert means["anisotropy"] == pytest.approx(1, abs=1e-5)
+    assert means["avg_cosine"] == pytest.approx(1, abs=1e-5)
+    assert means["id_twonn"] == pytest.approx(1, abs=0.2)
+    assert table["after_final_norm"].all() and (table["num_layers"] == 4).all() and (table["step"] == 2).all()
+    removed = table.groupby("batch")["duplicates_removed"].first()
+    assert removed.sum() == 6 - 2 and removed.min() >= 1  # the 6 copies fall into both batches; one stays in each
+
+
+def test_only_the_last_layer_of_a_pre_ln_model_is_marked_after_the_final_norm(tmp_path):
+    write_shard(tmp_path / "layer_3.parquet", np.random.default_rng(1).normal(size=(256, 8)), metadata={})
+    table = measure_layer(tmp_path / "layer_3.parquet", MANIFEST, layer=3, kind="decoder", settings=SETTINGS)
+    assert not table["after_final_norm"].any()
+
+
+def layer_file(path, checkpoint, step, values):
+    """A per-layer metrics file as measure_layer writes it: one metric, one value per batch."""
+    rows = [dict(model="m", kind="decoder", checkpoint=checkpoint, step=step, layer=0, num_layers=1,
+                 after_final_norm=False, metric="anisotropy", batch=batch, value=value, duplicates_removed=0)
+            for batch, value in enumerate(values)]
+    pd.DataFrame(rows, columns=VALUE_COLUMNS).to_parquet(path)
+    return path
+
+
+def test_tables_flag_whole_and_partial_duplicates_and_summarise_over_batches(tmp_path):
+    files = [layer_file(tmp_path / "a.parquet", "step1", 1, [1.0, 3.0]),
+             layer_file(tmp_path / "b.parquet", "step2", 2, [5.0]),
+             layer_file(tmp_path / "c.parquet", "step3", 3, [2.0, 2.0])]
+    pins = []
+    for checkpoint, step, digest, second in [("step1", 1, "A", "s2"), ("step2", 2, "B", "s3"), ("step3", 3, "A", "s2")]:
+        pins.append(tmp_path / f"{checkpoint}.json")
+        pins[-1].write_text(json.dumps({"model": "m", "checkpoint": checkpoint, "step": step, "weights_digest": digest,
+                                        "weights": {"model-1.safetensors": "s1", "model-2.safetensors": second}}))
+    values, summary = build_tables(files, pins)
+    assert len(values) == 5
+    rows = summary.set_index("checkpoint")
+    # step1 and step3 hold the same files: both flagged, each naming the other; step2 shares the first shard only
+    assert (rows.loc["step1", "identical_to"], rows.loc["step3", "identical_to"]) == ("step3", "step1")
+    assert pd.isna(rows.loc["step2", "identical_to"]) and rows.loc["step2", "shared_files"] == "model-1.safetensors=step1"
+    assert rows.loc["step1", "mean"] == 2.0 and rows.loc["step1", "std"] == pytest.approx(np.sqrt(2))  # ddof = 1
+    assert rows.loc["step3", "std"] == 0.0 and np.isnan(rows.loc["step2", "std"])  # one batch: no spread
+    assert rows["batches"].tolist() == [2, 1, 2]
+
+
+CONFIG = {"corpus": {"name": "c"}, "windows": {},
+          "metrics": {"names": ["anisotropy", "avg_cosine"], "batches": 2},
+          "figures": {"anisotropy_by_layer": {"models": ["m"]}},
+          "models": {"m": {"hub_id": "org/m", "kind": "decoder", "layers": 1, "checkpoints": ["step1", "step2"]}}}
+
+
+@pytest.fixture
+def finished_run(tmp_path):
+    """A run of CONFIG as the workflow leaves it: both figure files and a complete table."""
+    config = validate_config(copy.deepcopy(CONFIG))
+    (tmp_path / "results/figures").mkdir(parents=True)
+    for ext in ("png", "pdf"):
+        (tmp_path / f"results/figures/anisotropy_by_layer.{ext}").write_bytes(b"figure")
+    rows = [dict(model="m", checkpoint=c, layer=layer, metric=metric, batch=batch, value=0.5)
+            for c in ("step1", "step2") for layer in (0, 1) for metric in ("anisotropy", "avg_cosine")
+            for batch in (0, 1)]
+    (tmp_path / "results/tables").mkdir()
+    pd.DataFrame(rows).to_parquet(tmp_path / "results/tables/metrics.parquet")
+    return config, tmp_path
+
+
+def break_table(workdir, edit):
+    path = workdir / "results/tables/metrics.parquet"
+    edit(pd.read_parquet(path)).to_parquet(path)
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda w: (w / "results/figures/anisotropy_by_layer.pdf").unlink(), "missing or empty figure .*anisotropy_by_layer.pdf"),
+    (lambda w: (w / "results/figures/anisotropy_by_layer.png").write_bytes(b""), "missing or empty figure .*png"),
+    (lambda w: (w / "results/tables/metrics.parquet").unlink(), "missing table"),
+    (lambda w: break_table(w, lambda t: t.iloc[1:]), r"1 missing \(e\.g\. \[\('m', 'step1', 0, 'anisotropy', 0\)\]\), 0 unexpected"),
+    (lambda w: break_table(w, lambda t: pd.concat([t, t.iloc[:1]])), "1 duplicate"),
+    (lambda w: break_table(w, lambda t: t.assign(value=[np.nan] + [0.5] * (len(t) - 1))), "1 non-finite values"),
+    (lambda w: break_table(w, lambda t: pd.concat([t, t.iloc[:1].assign(checkpoint="step9")])), "1 unexpected"),
+])
+def test_verify_names_each_kind_of_broken_run(finished_run, damage, message):
+    config, workdir = finished_run
+    assert problems(config, workdir) == []
+    damage(workdir)
+    found = problems(config, workdir)
+    assert len(found) == 1 and re.search(message, found[0]), found
