@@ -88,14 +88,15 @@ class Experiment:
                 return ckpt
         raise KeyError(f"model {model!r} has no checkpoint {name!r}")
 
-    def layers(self, model: str) -> range:
-        """Hidden states of one forward pass: the embedding output (0) and every block's output (1..layers)."""
+    def hidden_states(self, model: str) -> range:
+        """The hidden states of one forward pass, by index: the embedding output (0) and each of the model's `layers`
+        blocks (1..layers)."""
         return range(self.models[model]["layers"] + 1)
 
     def layer_groups(self, model: str) -> list[str]:
         """The layers of each metrics job, as named in its output: "3", or "0-7" with metrics.layers_per_job: 8."""
-        layers, size = self.layers(model), self.layers_per_job
-        chunks = [layers[i:i + size] for i in range(0, len(layers), size)]
+        states, size = self.hidden_states(model), self.layers_per_job
+        chunks = [states[i:i + size] for i in range(0, len(states), size)]
         return [str(c[0]) if len(c) == 1 else f"{c[0]}-{c[-1]}" for c in chunks]
 
 

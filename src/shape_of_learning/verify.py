@@ -20,7 +20,7 @@ def expected_rows(experiment: Experiment, metrics: list[str], batches: int) -> s
         (model, ckpt.name, layer, metric, batch)
         for model, ckpts in experiment.checkpoints.items()
         for ckpt in ckpts
-        for layer, metric, batch in itertools.product(experiment.layers(model), metrics, range(batches))
+        for layer, metric, batch in itertools.product(experiment.hidden_states(model), metrics, range(batches))
     }
 
 
