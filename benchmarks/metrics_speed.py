@@ -23,10 +23,10 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
-from shape_of_learning.metrics import ALL_METRICS, compute_metrics
+from shape_of_learning.metrics import METRICS, compute_metrics
 
-NEIGHBOUR_METRICS = ["id_twonn", "id_mada", "id_mom", "id_gride"]
-SPECTRAL_METRICS = [m for m in ALL_METRICS if m not in NEIGHBOUR_METRICS]
+NEIGHBOUR_METRICS = [name for name, metric in METRICS.items() if metric.needs == "neighbours"]
+SPECTRAL_METRICS = [name for name in METRICS if name not in NEIGHBOUR_METRICS]
 GROUPS = {
     "neighbours (TwoNN, MADA, MoM, GRIDE)": NEIGHBOUR_METRICS,
     "anisotropy x2 + avg cosine x2 + IsoScore": ["anisotropy", "anisotropy_uncentred", "avg_cosine",

@@ -23,7 +23,7 @@ import pandas as pd
 from shape_of_learning.corpus import clean_dump, gensim_sample_path, sample_windows
 from shape_of_learning.experiment import validate_model_entry
 from shape_of_learning.extract import extract
-from shape_of_learning.metrics import ALL_METRICS, compute_metrics
+from shape_of_learning.metrics import METRICS, compute_metrics
 from shape_of_learning.registry import checkpoints
 from shape_of_learning.shards import read_shard
 
@@ -57,7 +57,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=2048, help="vectors per metric batch")
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda (extraction and metrics)")
-    parser.add_argument("--metrics", nargs="+", default=list(ALL_METRICS))
+    parser.add_argument("--metrics", nargs="+", default=list(METRICS))
     parser.add_argument("--text", type=Path, help="a MediaWiki XML dump (default: the Wikipedia sample in gensim's wheel)")
     args = parser.parse_args()
 

@@ -1,10 +1,16 @@
 """The figure functions plot exactly the summary's values, write PNG+PDF reproducibly, and reject bad input."""
 
+from pathlib import Path
+from types import SimpleNamespace
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from shape_of_learning import figures
+from shape_of_learning.experiment import Figure, config_schema, load_config, plan
+
+REPO = Path(__file__).resolve().parents[1]
 
 DECODER_STEPS = {"step0": 0, "step10": 10, "step100": 100}
 
@@ -186,3 +192,43 @@ def test_layer_average_can_leave_out_the_embedding_and_final_norm_layers(summary
         figure = figures.id_across_checkpoints(with_norm, ["dec4"], *outputs(tmp_path, "avg"), layer_average_over=over)
         np.testing.assert_allclose(plotted(figure.axes[0])["dec4"][1], np.array([5.0, 12.0, 8.0]) + offset)
     assert "Mean over layers 1..L, the last layer left out" in footnote_text(figure)
+
+
+def test_every_figure_kind_has_one_schema_entry_a_caption_and_its_plotting_function():
+    kinds = set(config_schema()["properties"]["figures"]["properties"]) - {"duplicates", "layer_average"}
+    assert set(figures.FIGURE_KINDS) == kinds
+    for kind, spec in figures.FIGURE_KINDS.items():
+        assert spec.draw is getattr(figures, kind)
+        assert (REPO / "workflow/report" / spec.caption).is_file()
+
+
+def test_plan_names_every_figure_of_the_demo_and_its_files_arguments_and_labels():
+    experiment = plan(load_config(REPO / "presets/demo.yaml"))
+    # hand-counted from presets/demo.yaml: Figure 1, Figures 2-3 for demo-pythia and demo-bert, Figure 4, Figure 5
+    # for demo-pythia (one per model), the modality figure
+    assert sorted(figure.name for figure in experiment.figures) == [
+        "anisotropy_by_layer", "by_modality", "id_across_checkpoints", "id_estimators_demo-pythia",
+        "profile_demo-bert_anisotropy", "profile_demo-pythia_anisotropy"]
+    figure5 = experiment.figure("id_estimators_demo-pythia")
+    assert figure5.outputs == ["results/figures/id_estimators_demo-pythia.png",
+                               "results/figures/id_estimators_demo-pythia.pdf"]
+    assert figure5.arguments == {"model": "demo-pythia", "metrics": ["id_twonn", "id_mada", "id_mom"],
+                                 "duplicates": "omit", "layer_average_over": {"embedding": True, "final_norm": True}}
+    assert figure5.labels == {"figure": "5: three ID estimators", "model": "demo-pythia"}
+    assert experiment.figure("profile_demo-bert_anisotropy").labels == {
+        "figure": "2-3: profile across checkpoints", "model": "demo-bert", "metric": "anisotropy"}
+    by_modality = experiment.figure("by_modality").arguments
+    assert by_modality["groups"]["demo-resnet"] == {"modality": "image", "group": "CNN"}
+    assert by_modality["groups"]["demo-pythia"] == {"modality": "text", "group": "byte-level"}
+    assert "layer_average_over" not in experiment.figure("anisotropy_by_layer").arguments
+
+
+def test_a_figure_draws_with_its_kind_and_renders_its_kinds_caption(summary, tmp_path):
+    figure = Figure("id_estimators_dec4", "id_estimators", {"model": "dec4", "metrics": ["id_twonn", "id_mada"]})
+    assert [ax.get_title() for ax in figure.draw(summary, *outputs(tmp_path, "f5")).axes] == [
+        "Intrinsic dimension (TwoNN)", "Intrinsic dimension (MADA)"]
+    assert_written(tmp_path, "f5")
+    config = load_config(REPO / "presets/demo.yaml")
+    figure = plan(config).figure("profile_demo-bert_anisotropy")
+    caption = figure.caption(SimpleNamespace(params=SimpleNamespace(figure=figure), config=config))
+    assert "anisotropy of every layer of ``demo-bert``" in caption and "2 batches of 2048 vectors" in caption

@@ -1,18 +1,26 @@
 """Metrics: cross-checks against scikit-dimension, closed forms, bad data, the batch protocol and the CLI."""
 
+import inspect
 import json
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+import yaml
 from scipy.spatial.distance import cdist, pdist
 from scipy.stats import ortho_group
 
+from shape_of_learning import figures
+from shape_of_learning.experiment import validate_config
 from shape_of_learning.metrics import (
-    ALL_METRICS, Vectors, anisotropy, average_cosine, compute_metrics, deduplicate, gride, isoscore, isotropy_iw,
+    METRICS, Vectors, anisotropy, average_cosine, compute_metrics, deduplicate, gride, isoscore, isotropy_iw,
     knn_distances, mada, mom, twonn,
 )
 from shape_of_learning.metrics import batches, cli, neighbours
+
+REPO = Path(__file__).resolve().parents[1]
 
 skdim = pytest.importorskip("skdim")
 
@@ -237,13 +245,13 @@ def test_one_neighbour_search_per_batch_feeds_every_id_estimator(monkeypatch):
 
 def test_batches_summary_and_info():
     result = compute_metrics(gaussian(1000, 10, 17).astype(np.float16), batch_size=300, seed=3)
-    assert len(result.values) == 3 * len(ALL_METRICS)
+    assert len(result.values) == 3 * len(METRICS)
     summary = result.summary().set_index("metric")
-    assert list(summary.index) == list(ALL_METRICS) and (summary["batches"] == 3).all()
+    assert list(summary.index) == list(METRICS) and (summary["batches"] == 3).all()
     per_batch = result.values[result.values.metric == "id_mom"].value
     assert summary.loc["id_mom", "std"] == pytest.approx(per_batch.std(ddof=1))
     assert result.info | {"seconds": 0} == {
-        "vectors": 1000, "dimension": 10, "batch_size": 300, "batches": 3, "metrics": list(ALL_METRICS),
+        "vectors": 1000, "dimension": 10, "batch_size": 300, "batches": 3, "metrics": list(METRICS),
         "duplicates_removed": {"total": 0, "per_batch": [0, 0, 0]}, "device": "cpu", "twonn_discard_fraction": 0.1,
         "seconds": 0}
     single = compute_metrics(gaussian(400, 10, 17), ["isoscore"], batch_size=300).summary()
@@ -279,7 +287,7 @@ def test_cli_prints_every_metric_as_json(tmp_path, capsys):
     np.save(path, gaussian(700, 12, 21).astype(np.float32))
     cli.main([str(path), "--batch-size", "300"])
     output = json.loads(capsys.readouterr().out)
-    assert set(output) == {*ALL_METRICS, "info"}
+    assert set(output) == {*METRICS, "info"}
     assert output["id_twonn"]["batches"] == 2 and output["info"]["batches"] == 2
     cli.main([str(path), "--batch-size", "400", "--metrics", "anisotropy"])
     assert json.loads(capsys.readouterr().out)["anisotropy"]["std"] is None  # one batch
@@ -304,3 +312,69 @@ def test_twonn_discard_fraction_reaches_the_estimator():
         found = compute_metrics(X, ["id_twonn"], batch_size=600, twonn_discard_fraction=fraction).values["value"]
         assert found.item() == pytest.approx(twonn(distances, discard_fraction=fraction), rel=1e-9)
     assert twonn(distances, 0.0) != pytest.approx(twonn(distances, 0.3), rel=1e-3)
+
+
+# What each metric name means, written out independently of the registry: the public function a user would call on
+# the batch (X) or on the sorted distances of its distinct vectors to their nearest neighbours (d).
+MEANING = {
+    "anisotropy": lambda X, d: anisotropy(X),
+    "anisotropy_uncentred": lambda X, d: anisotropy(X, centred=False),
+    "avg_cosine": lambda X, d: average_cosine(X),
+    "avg_cosine_centred": lambda X, d: average_cosine(X, centred=True),
+    "id_twonn": lambda X, d: twonn(d, discard_fraction=0.1),
+    "id_mada": lambda X, d: mada(d, k=20),
+    "id_mom": lambda X, d: mom(d, k=100),
+    "id_gride": lambda X, d: gride(d),
+    "isotropy_iw": lambda X, d: isotropy_iw(X),
+    "isoscore": lambda X, d: isoscore(X),
+}
+
+
+def test_each_metric_name_computes_what_it_says():
+    X = gaussian(600, 8, 23)
+    distances = knn_distances(deduplicate(X)[0], 100)
+    result = compute_metrics(X, list(MEANING), batch_size=600).values.set_index("metric")["value"]  # one batch: all X
+    for name, meaning in MEANING.items():
+        assert result[name] == pytest.approx(meaning(X, distances), rel=1e-9), name
+
+
+def test_the_pipeline_runs_mada_and_mom_at_the_defaults_checked_against_scikit_dimension():
+    for name, function in (("id_mada", mada), ("id_mom", mom)):
+        k = inspect.signature(function).parameters["k"].default  # equal to skdim's: test_estimators_equal_...
+        assert METRICS[name].neighbours == METRICS[name].keywords["k"] == k
+    assert {name for name, metric in METRICS.items() if metric.neighbours} == {
+        name for name, metric in METRICS.items() if metric.needs == "neighbours"}
+
+
+def preset(**metrics) -> dict:
+    config = yaml.safe_load((REPO / "presets/demo.yaml").read_text())
+    config["metrics"] |= metrics
+    return config
+
+
+@pytest.mark.parametrize("name", list(METRICS))
+def test_the_config_schema_accepts_every_registered_metric(name):
+    config = preset(names=[name])
+    config["figures"]["anisotropy_by_layer"]["metric"] = name
+    assert validate_config(config)["metrics"]["names"] == [name]
+
+
+def test_the_config_schema_rejects_an_unknown_metric_naming_the_registered_ones():
+    allowed = f"is not one of {list(METRICS)}"
+    with pytest.raises(Exception, match=re.escape(f"'id_foo' {allowed}")):
+        validate_config(preset(names=["anisotropy", "id_foo"]))
+    config = preset()
+    config["figures"]["anisotropy_by_layer"]["metric"] = "anisotropy_foo"
+    with pytest.raises(Exception, match=re.escape(f"'anisotropy_foo' {allowed}")):
+        validate_config(config)
+
+
+def test_registry_schema_default_labels_and_compute_metrics_agree():
+    config = preset()
+    del config["metrics"]["names"]
+    assert validate_config(config)["metrics"]["names"] == list(METRICS)
+    assert figures.METRIC_LABELS == {name: metric.label for name, metric in METRICS.items()}
+    assert all(figures.metric_label(name) not in ("", name) for name in METRICS)
+    assert list(compute_metrics(gaussian(300, 6, 24), batch_size=300).summary()["metric"]) == list(METRICS)
+    with pytest.raises(ValueError, match=re.escape(f"unknown metrics ['id_foo']; choose from {list(METRICS)}")):
+        compute_metrics(gaussian(300, 6, 24), ["id_foo"], batch_size=300)

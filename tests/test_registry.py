@@ -4,14 +4,10 @@ import copy
 from pathlib import Path
 
 import pytest
-import yaml
-from snakemake.exceptions import WorkflowError
-from snakemake.utils import validate
 
-from shape_of_learning.experiment import validate_model_entry
+from shape_of_learning.experiment import ConfigError, validate_model_entry
 from shape_of_learning.registry import Checkpoint, checkpoints, parse_step, revisions, tokenizer_location
 
-SCHEMA = str(Path(__file__).parents[1] / "workflow/schemas/model.schema.yaml")
 PYTHIA_EVERY_10TH = {"hub_id": "EleutherAI/pythia-2.8b", "kind": "decoder", "layers": 32,
                      "checkpoints": {"schedule": {"last": 143000, "every": 10000, "log_until": 512},
                                      "revision": "step{step}"}}
@@ -113,30 +109,31 @@ def test_checks_the_schema_cannot_express_name_the_model_and_the_fix(entry, mess
 
 @pytest.mark.parametrize("entry", [PYTHIA_EVERY_10TH, BLOOM, TINYLLAMA, OLMO, DEMO, MINILM])
 def test_schema_accepts_the_examples_and_fills_defaults(entry):
-    filled = copy.deepcopy(entry)
-    validate(filled, SCHEMA)
+    filled = validated(entry)
     assert {k: filled[k] for k in ("dtype", "weights", "batch_size", "max_length", "trust_remote_code")} == dict(
         dtype=None, weights="auto", batch_size=8, max_length=512, trust_remote_code=False)
     assert filled.get("tokenizer") == entry.get("tokenizer")
 
 
-@pytest.mark.parametrize("entry", [
-    {**OLMO, "path": "/x"},  # two sources
-    {**OLMO, "dtype": "int8"},
-    {**OLMO, "weights": "pickle"},
-    {**OLMO, "unknown_key": 1},
-    {**OLMO, "checkpoints": {"schedule": {"last": 10, "every": 5, "bogus": 1}}},
-    {"hub_id": "gpt2", "kind": "decoder"},  # layers missing
-    {"kind": "decoder", "layers": 2},  # no source
-    {**GPT2, "checkpoints": {"schedule": {"last": 10}, "revision": "step{step}"}},  # `every` missing
-    {**GPT2, "checkpoints": {"schedule": {"last": 10, "every": 5}, "revision": "v1"}},  # no {step}
-    {**GPT2, "checkpoints": {"schedule": {"last": 10, "every": 5}}},  # no revision template
-    {**GPT2, "checkpoints": [{"revision": "x"}]},  # a mapping without `name`
-    {**DEMO, "train": {"arch": "bert", "steps": {"last": 10, "every": 5}, "custom": 1}, "unknown_key": 1},
+@pytest.mark.parametrize("entry, message", [
+    ({**OLMO, "path": "/x"}, "give exactly one of hub_id, path, package, train, finetune; found hub_id, path"),
+    ({"kind": "decoder", "layers": 2}, "give exactly one of hub_id, .*; found none"),
+    ({**OLMO, "dtype": "int8"}, r"dtype: 'int8' is not allowed; allowed: None, auto, float32, float16, bfloat16"),
+    ({**OLMO, "weights": "pickle"}, "weights: 'pickle' is not allowed; allowed: auto, safetensors, pytorch"),
+    ({**OLMO, "unknown_key": 1}, r"Additional properties .*'unknown_key' was unexpected\); allowed keys: batch_size, checkpoints, dtype"),
+    ({"hub_id": "gpt2", "kind": "decoder"}, "'layers' is a required property"),
+    ({**GPT2, "checkpoints": {"schedule": {"last": 10, "every": 5, "bogus": 1}, "revision": "s{step}"}},
+     r"checkpoints.schedule: .*'bogus' was unexpected"),
+    ({**GPT2, "checkpoints": {"schedule": {"last": 10}, "revision": "step{step}"}},
+     "checkpoints.schedule: 'every' is a required property"),
+    ({**GPT2, "checkpoints": {"schedule": {"last": 10, "every": 5}, "revision": "v1"}},
+     r"checkpoints.revision: 'v1' does not match"),
+    ({**GPT2, "checkpoints": {"schedule": {"last": 10, "every": 5}}}, "checkpoints: 'revision' is a required property"),
+    ({**GPT2, "checkpoints": [{"revision": "x"}]}, "checkpoints.0: 'name' is a required property"),
 ])
-def test_schema_rejects_bad_entries(entry):
-    with pytest.raises(WorkflowError):
-        validate(copy.deepcopy(entry), SCHEMA)
+def test_schema_rejects_bad_entries_naming_the_key_and_what_is_allowed(entry, message):
+    with pytest.raises(ConfigError, match=f"^model entry(: |\\.){message}"):
+        validate_model_entry(copy.deepcopy(entry))
 
 
 def test_train_takes_any_option_of_its_architecture():

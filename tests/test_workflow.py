@@ -52,8 +52,9 @@ def test_dry_run_fans_out_one_extraction_per_checkpoint_and_one_metrics_job_per_
     # 6); demo-vit 2 checkpoints x (0-2, 3-4); demo-resnet 2 x (0-2, 3)
     assert jobs["measure_layers"] == 9 * 2 * 2 + 3 * 2 + 2 * 2 + 2 * 2
     assert jobs["train_model"] == 4
-    assert jobs["sample_media"] == jobs["figure_by_modality"] == 1
-    assert jobs["figure_profile_across_checkpoints"] == 2
+    assert jobs["sample_media"] == 1
+    # Figure 1, Figures 2-3 for demo-pythia and demo-bert, Figure 4, Figure 5 for demo-pythia, the modality figure
+    assert jobs["plot_figure"] == 1 + 2 + 1 + 1 + 1
     # Rajaee & Pilehvar: SimLex-999, Lee and WordSim-353 read once; one fine-tuning; pre-trained and fine-tuned
     # MiniLM analysed on Lee and on WordSim-353
     assert (jobs["obtain_rated_pairs"], jobs["finetune_model"], jobs["measure_isotropy_settings"]) == (3, 1, 2 * 2)
@@ -110,8 +111,8 @@ def test_paper_config_plans_every_figure_offline(tmp_path):
     early = {f"step{s}" for s in range(1000, 10001, 1000)}  # where Figure 4's intrinsic dimension rises
     assert early <= {c.revision for c in experiment.checkpoints["pythia-1.4b"]}
     assert experiment.models["pythia-2.8b"]["weights"] == "pytorch"  # its safetensors are main's (pythia#205)
-    assert {"figure_anisotropy_by_layer", "figure_profile_across_checkpoints", "figure_id_across_checkpoints",
-            "figure_id_estimators", "figure_by_modality"} <= set(jobs)
+    # Figure 1, Figures 2-3 for bloom-3b-intermediate and pythia-2.8b, Figure 4, Figure 5 for pythia-1.4b, by modality
+    assert jobs["plot_figure"] == 1 + 2 + 1 + 1 + 1
     assert jobs["sample_media"] == 2  # the image and the audio corpus
     # Rajaee & Pilehvar: STS-B obtained once, BERT and RoBERTa fine-tuned, each pre-trained and fine-tuned analysed
     assert (jobs["obtain_rated_pairs"], jobs["finetune_model"], jobs["measure_isotropy_settings"]) == (1, 2, 4)

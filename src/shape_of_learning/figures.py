@@ -7,38 +7,35 @@ another checkpoint's (`identical_to`, `shared_files`: upstream publishing defect
 state: `duplicates="omit"` leaves them out, `"mark"` draws them hollow and dashed; either way a footnote names them.
 Figures are built with `matplotlib.figure.Figure` (no pyplot, so no GUI backend and no global figure registry) and
 saved with a fixed PDF creation date, so the same summary gives byte-identical files.
+
+`FIGURE_KINDS` declares each kind of figure once (plotting function, report caption and label, file names); the
+workflow plans and draws every figure from it. matplotlib and seaborn are imported where a figure is drawn, not when
+the workflow reads `FIGURE_KINDS` to plan a DAG.
 """
+
+from __future__ import annotations
 
 import logging
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import matplotlib.cm
-import matplotlib.colors
-import matplotlib.figure
-import matplotlib.ticker
 import numpy as np
 import pandas as pd
-import seaborn as sns
+
+from shape_of_learning.metrics.registry import METRICS
+
+if TYPE_CHECKING:  # matplotlib is imported where a figure is drawn, not while a DAG is planned
+    import matplotlib.figure
 
 logger = logging.getLogger(__name__)
 
 SUMMARY_COLUMNS = ["model", "kind", "checkpoint", "step", "layer", "num_layers", "after_final_norm", "metric",
                    "identical_to", "shared_files", "mean", "std", "batches"]
 DUPLICATE_POLICIES = ("omit", "mark")
-METRIC_LABELS = {
-    "anisotropy": r"Anisotropy ($\sigma_1^2 / \Sigma_i\, \sigma_i^2$)",
-    "anisotropy_uncentred": r"Anisotropy, uncentred ($\sigma_1^2 / \Sigma_i\, \sigma_i^2$)",
-    "avg_cosine": "Average cosine similarity",
-    "avg_cosine_centred": "Average cosine similarity (centred)",
-    "id_twonn": "Intrinsic dimension (TwoNN)",
-    "id_mada": "Intrinsic dimension (MADA)",
-    "id_mom": "Intrinsic dimension (MoM)",
-    "id_gride": "Intrinsic dimension (GRIDE)",
-    "isotropy_iw": "Isotropy I(W)",
-    "isoscore": "IsoScore",
-}
+METRIC_LABELS = {name: metric.label for name, metric in METRICS.items()}
 BAND_ALPHA = 0.2
 
 
@@ -171,10 +168,26 @@ def plot_band(ax, x, mean, std, hollow=None, **line_style) -> None:
 
 
 def new_figure(ncols: int, width_per_panel: float, sharey: bool) -> tuple[matplotlib.figure.Figure, list]:
+    import matplotlib.figure
+    import seaborn as sns
+
     with sns.axes_style("whitegrid"), sns.plotting_context("notebook", font_scale=0.9):
         figure = matplotlib.figure.Figure(figsize=(width_per_panel * ncols, 4.2), layout="constrained")
         axes = figure.subplots(1, ncols, sharey=sharey, squeeze=False)[0]
     return figure, list(axes)
+
+
+def palette(n: int) -> list:
+    """n colours of seaborn's colour-blind palette."""
+    import seaborn as sns
+
+    return sns.color_palette("colorblind", n)
+
+
+def integer_ticks(axis) -> None:
+    import matplotlib.ticker
+
+    axis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
 
 
 def step_axis(ax) -> None:
@@ -205,7 +218,7 @@ def anisotropy_by_layer(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, 
     rows, flagged = final_checkpoints(select(summary, [metric], models), duplicates)
     kinds = [kind for kind in ("encoder", "decoder") if kind in set(rows["kind"])]
     figure, axes = new_figure(len(kinds), 5.0, sharey=True)
-    colours = dict(zip(sorted(rows["model"].unique()), sns.color_palette("colorblind", rows["model"].nunique())))
+    colours = dict(zip(sorted(rows["model"].unique()), palette(rows["model"].nunique())))
     for ax, kind in zip(axes, kinds):
         panel = rows[rows["kind"] == kind]
         relative = panel["num_layers"].nunique() > 1
@@ -217,7 +230,7 @@ def anisotropy_by_layer(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, 
                       linestyle="--" if dashed else "-")
         ax.set_title(f"{kind.capitalize()}s")
         if not relative:
-            ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+            integer_ticks(ax.xaxis)
         ax.set_xlabel("Relative depth (layer / number of layers)" if relative else "Layer (0 = embeddings)")
         ax.legend(fontsize="small")
     axes[0].set_ylabel(metric_label(metric))
@@ -234,6 +247,10 @@ def profile_across_checkpoints(summary: pd.DataFrame, model: str, out_png: Path,
     x is the layer index (0 = embedding output); bands mean +- std across batches. Step -1 checkpoints are skipped;
     checkpoints whose weights are another's are left out, or dashed with `duplicates="mark"`.
     """
+    import matplotlib.cm
+    import matplotlib.colors
+    import seaborn as sns
+
     rows, flagged = apply_duplicate_policy(select(summary, [metric], [model]), duplicates)
     rows = training_checkpoints(rows)
     steps = sorted(rows["step"].unique())
@@ -247,7 +264,7 @@ def profile_across_checkpoints(summary: pd.DataFrame, model: str, out_png: Path,
                   linestyle="--" if dashed else "-")
     colourbar = figure.colorbar(matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, label="Training step")
     colourbar.ax.yaxis.set_major_formatter(format_step)
-    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    integer_ticks(ax.xaxis)
     ax.set_xlabel("Layer (0 = embeddings)")
     ax.set_ylabel(metric_label(metric))
     ax.set_title(f"{model}: {metric_label(metric)} across layers during training")
@@ -270,7 +287,7 @@ def id_across_checkpoints(summary: pd.DataFrame, models: Iterable[str], out_png:
     rows, flagged = apply_duplicate_policy(select(summary, [metric], models), duplicates)
     averages = layer_average(training_checkpoints(rows), **over)
     figure, (ax,) = new_figure(1, 6.5, sharey=False)
-    colours = sns.color_palette("colorblind", averages["model"].nunique())
+    colours = palette(averages["model"].nunique())
     for colour, (model, line) in zip(colours, averages.groupby("model")):
         plot_band(ax, line["step"], line["mean"], line["std"], hollow=line.get("duplicate"), color=colour,
                   label=model, marker="o", markersize=3)
@@ -295,7 +312,7 @@ def id_estimators(summary: pd.DataFrame, model: str, out_png: Path, out_pdf: Pat
     rows, flagged = apply_duplicate_policy(select(summary, metrics, [model]), duplicates)
     averages = layer_average(training_checkpoints(rows), **over)
     figure, axes = new_figure(len(metrics), 4.3, sharey=False)
-    for ax, colour, metric in zip(axes, sns.color_palette("colorblind", len(metrics)), metrics):
+    for ax, colour, metric in zip(axes, palette(len(metrics)), metrics):
         line = averages[averages["metric"] == metric]
         plot_band(ax, line["step"], line["mean"], line["std"], hollow=line.get("duplicate"), color=colour,
                   label=metric, marker="o", markersize=3)
@@ -327,7 +344,7 @@ def by_modality(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, groups: 
         raise ValueError(f"model(s) {missing} have no modality group; pass groups for every plotted model")
     modalities = [m for m in MODALITY_ORDER if any(groups[model]["modality"] == m for model in rows["model"].unique())]
     figure, axes = new_figure(len(modalities), 5.0, sharey=True)
-    colours = dict(zip(sorted(rows["model"].unique()), sns.color_palette("colorblind", rows["model"].nunique())))
+    colours = dict(zip(sorted(rows["model"].unique()), palette(rows["model"].nunique())))
     for ax, modality in zip(axes, modalities):
         for model, line in rows.groupby("model"):
             group = groups[model]
@@ -343,3 +360,33 @@ def by_modality(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, groups: 
     figure.suptitle(f"{metric_label(metric)} across layers by modality: transformers vs CNNs, characters vs subwords")
     footnote(figure, flagged, duplicates)
     return save(figure, out_png, out_pdf)
+
+
+@dataclass(frozen=True)
+class FigureKind:
+    """A kind of figure, declared once: its plotting function, its report caption and label, its file names.
+
+    Its entry under `figures:` in the config (one schema entry, named as the function) gives one figure, or one per
+    item of a list, or with `per_model` one per entry of its `models` (drawn with `model=`). Files:
+    results/figures/{stem}.png and .pdf, `stem` formatted with the figure's arguments. The plotting function gets the
+    entry's fields as keyword arguments, and those of `duplicates`, `layer_average_over` and `groups` it takes, from
+    the config (`shape_of_learning.experiment.plan`).
+    """
+
+    draw: Callable
+    caption: str  # under workflow/report/: a Jinja template, as every Snakemake report caption
+    label: str  # the report's "figure" column
+    stem: str
+    per_model: bool = False
+
+
+FIGURE_KINDS: dict[str, FigureKind] = {kind.draw.__name__: kind for kind in [
+    FigureKind(anisotropy_by_layer, "anisotropy_by_layer.rst", "1: anisotropy, encoders vs decoders",
+               "anisotropy_by_layer"),
+    FigureKind(profile_across_checkpoints, "profile_across_checkpoints.rst", "2-3: profile across checkpoints",
+               "profile_{model}_{metric}"),
+    FigureKind(id_across_checkpoints, "id_across_checkpoints.rst", "4: intrinsic dimension vs step",
+               "id_across_checkpoints"),
+    FigureKind(id_estimators, "id_estimators.rst", "5: three ID estimators", "id_estimators_{model}", per_model=True),
+    FigureKind(by_modality, "by_modality.rst", "Godey et al.: anisotropy by modality", "by_modality"),
+]}

@@ -56,18 +56,6 @@ def shards_dir(path):
     return path if config["extraction"]["keep_embeddings"] else temp(path)
 
 
-def figure_spec(name):
-    return next(fig for fig in EXPERIMENT.figures if fig.name == name)
-
-
-def figure_outputs(stem, caption, **labels):
-    return {
-        "png": report(f"results/figures/{stem}.png", caption=f"../report/{caption}", category="Figures",
-                      labels={"figure": labels.pop("figure"), **labels}),
-        "pdf": f"results/figures/{stem}.pdf",
-    }
-
-
 # Rajaee & Pilehvar (finetuning.smk): a `finetune:` model starts from the last checkpoint of its base model.
 def last_checkpoint(model):
     return EXPERIMENT.checkpoints[model][-1]

@@ -1,78 +1,25 @@
-# Figures: one rule per figure of the paper; each reads only the tidy summary table, never recomputes a metric.
+# Figures: one job per planned figure (experiment.plan(config).figures); each reads only the tidy summary table, never
+# recomputes a metric. Kinds, captions and labels: shape_of_learning.figures.FIGURE_KINDS.
+import re
+
+from shape_of_learning.experiment import Figure
+
+FIGURE_FILES = Figure.files("{figure}")
 
 
-rule figure_anisotropy_by_layer:
+rule plot_figure:
     input:
         "results/tables/summary.parquet",
     output:
-        **figure_outputs("anisotropy_by_layer", "anisotropy_by_layer.rst", figure="1: anisotropy, encoders vs decoders"),
-    params:
-        figure=lambda wildcards: figure_spec("anisotropy_by_layer"),
-    log:
-        "logs/figures/anisotropy_by_layer.log",
-    conda:
-        ENV
-    script:
-        "../scripts/plot_figure.py"
-
-
-rule figure_profile_across_checkpoints:
-    input:
-        "results/tables/summary.parquet",
-    output:
-        **figure_outputs("profile_{model}_{metric}", "profile_across_checkpoints.rst",
-                         figure="2-3: profile across checkpoints", model="{model}", metric="{metric}"),
+        png=report(FIGURE_FILES["png"], caption="../report/figure.rst", category="Figures",
+                   labels=lambda wildcards: EXPERIMENT.figure(wildcards.figure).labels),
+        pdf=FIGURE_FILES["pdf"],
     wildcard_constraints:
-        metric="|".join(config["metrics"]["names"]),
+        figure="|".join(re.escape(figure.name) for figure in EXPERIMENT.figures),
     params:
-        figure=lambda wildcards: figure_spec(f"profile_{wildcards.model}_{wildcards.metric}"),
+        figure=lambda wildcards: EXPERIMENT.figure(wildcards.figure),
     log:
-        "logs/figures/profile_{model}_{metric}.log",
-    conda:
-        ENV
-    script:
-        "../scripts/plot_figure.py"
-
-
-rule figure_id_across_checkpoints:
-    input:
-        "results/tables/summary.parquet",
-    output:
-        **figure_outputs("id_across_checkpoints", "id_across_checkpoints.rst", figure="4: intrinsic dimension vs step"),
-    params:
-        figure=lambda wildcards: figure_spec("id_across_checkpoints"),
-    log:
-        "logs/figures/id_across_checkpoints.log",
-    conda:
-        ENV
-    script:
-        "../scripts/plot_figure.py"
-
-
-rule figure_id_estimators:
-    input:
-        "results/tables/summary.parquet",
-    output:
-        **figure_outputs("id_estimators_{model}", "id_estimators.rst", figure="5: three ID estimators", model="{model}"),
-    params:
-        figure=lambda wildcards: figure_spec(f"id_estimators_{wildcards.model}"),
-    log:
-        "logs/figures/id_estimators_{model}.log",
-    conda:
-        ENV
-    script:
-        "../scripts/plot_figure.py"
-
-
-rule figure_by_modality:
-    input:
-        "results/tables/summary.parquet",
-    output:
-        **figure_outputs("by_modality", "by_modality.rst", figure="Godey et al.: anisotropy by modality"),
-    params:
-        figure=lambda wildcards: figure_spec("by_modality"),
-    log:
-        "logs/figures/by_modality.log",
+        "logs/figures/{figure}.log",
     conda:
         ENV
     script:

@@ -10,18 +10,27 @@ summary; each estimator is also a function of its own:
 
 Any metric function also accepts a `Vectors` (the batch centred once in float64 on a device, with its Gram
 matrix, Lanczos top eigenvalues and the float32 eigendecomposition behind I(W) cached) to share work.
+The metrics themselves are declared once, in `registry.METRICS` (name, function, figure label, what each needs).
 From the shell: `shape-metrics vectors.npy` (see `cli`).
+
+The estimators import torch; they are loaded on first use, so that reading `METRICS` (as the workflow does when it
+plans a DAG) stays fast.
 """
 
-from .anisotropy import anisotropy
-from .batches import ALL_METRICS, MetricsResult, compute_metrics
-from .cosine import average_cosine
-from .intrinsic_dimension import gride, mada, mom, twonn
-from .isotropy import isoscore, isotropy_iw
-from .neighbours import deduplicate, knn_distances
-from .vectors import Vectors
+from importlib import import_module
 
-__all__ = [
-    "ALL_METRICS", "MetricsResult", "Vectors", "anisotropy", "average_cosine", "compute_metrics", "deduplicate",
-    "gride", "isoscore", "isotropy_iw", "knn_distances", "mada", "mom", "twonn",
-]
+from .registry import METRICS, Metric
+
+_MODULES = {  # name -> module; no module shares a name with a function it exports (an import would rebind it)
+    "MetricsResult": "batches", "compute_metrics": "batches", "anisotropy": "explained_variance",
+    "average_cosine": "cosine", "gride": "intrinsic_dimension", "mada": "intrinsic_dimension",
+    "mom": "intrinsic_dimension", "twonn": "intrinsic_dimension", "isoscore": "isotropy", "isotropy_iw": "isotropy",
+    "deduplicate": "neighbours", "knn_distances": "neighbours", "Vectors": "vectors",
+}
+__all__ = ["METRICS", "Metric", *_MODULES]
+
+
+def __getattr__(name: str):
+    if name in _MODULES:
+        return getattr(import_module(f".{_MODULES[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,27 +9,12 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from .anisotropy import anisotropy
-from .cosine import average_cosine
-from .intrinsic_dimension import ESTIMATORS, NEIGHBOURS_NEEDED, TWONN_DISCARD_FRACTION, estimate_id
-from .isotropy import isoscore, isotropy_iw
+from .intrinsic_dimension import TWONN_DISCARD_FRACTION
 from .neighbours import deduplicate, knn_distances
+from .registry import METRICS
 from .vectors import Vectors, resolve_device
 
 logger = logging.getLogger(__name__)
-
-ALL_METRICS: tuple[str, ...] = (
-    "anisotropy", "anisotropy_uncentred", "avg_cosine", "avg_cosine_centred",
-    "id_twonn", "id_mada", "id_mom", "id_gride", "isotropy_iw", "isoscore",
-)
-SPECTRAL_METRICS = {
-    "anisotropy": lambda v: anisotropy(v, centred=True),
-    "anisotropy_uncentred": lambda v: anisotropy(v, centred=False),
-    "avg_cosine": lambda v: average_cosine(v, centred=False),
-    "avg_cosine_centred": lambda v: average_cosine(v, centred=True),
-    "isotropy_iw": isotropy_iw,
-    "isoscore": isoscore,
-}
 
 
 @dataclass
@@ -61,7 +46,7 @@ def _check_finite(X, context: str) -> None:
                          "extract in float32 or bfloat16).")
 
 
-def compute_metrics(X, metrics=ALL_METRICS, *, batch_size: int = 4096, n_batches: int | None = None, seed: int = 0,
+def compute_metrics(X, metrics=tuple(METRICS), *, batch_size: int = 4096, n_batches: int | None = None, seed: int = 0,
                     device: str | torch.device = "auto", context: str = "",
                     twonn_discard_fraction: float = TWONN_DISCARD_FRACTION) -> MetricsResult:
     """Every requested metric on each of `n_batches` batches of `batch_size` vectors drawn without replacement.
@@ -70,15 +55,16 @@ def compute_metrics(X, metrics=ALL_METRICS, *, batch_size: int = 4096, n_batches
     with `seed` and cut into `n_batches` consecutive batches (default floor(n / batch_size); the remaining rows
     are not used). Each batch gets one value per metric (see `MetricsResult`).
 
-    Per batch: the vectors are centred once in float64 on `device` ("auto": CUDA when available); anisotropy, I(W)
-    and IsoScore share one float64 Gram matrix (anisotropy takes its top eigenvalue by block Lanczos, IsoScore its
-    trace and Frobenius norm, I(W) the batch's one full eigendecomposition, in float32); the four ID estimators
-    share one exact k-nearest-neighbour search (k = the largest order they need, 100 for MoM) on the batch with
-    repeated vectors removed (counted in
-    info["duplicates_removed"]); the other metrics keep repeated vectors, which are genuine samples of the
-    distribution. A batch with fewer distinct vectors than k + 1 runs MADA and MoM with k = (distinct vectors - 1),
-    as scikit-dimension does, and logs a warning. `twonn_discard_fraction` is TwoNN's (see `twonn`). `context`
-    (e.g. "model pythia-70m, checkpoint step1000, layer 3") starts every error message.
+    Each metric is called as `registry.METRICS` declares (what it needs: the batch, its Gram matrix or its neighbour
+    distances). Per batch: the vectors are centred once in float64 on `device` ("auto": CUDA when available);
+    anisotropy, I(W) and IsoScore share one float64 Gram matrix (anisotropy takes its top eigenvalue by block
+    Lanczos, IsoScore its trace and Frobenius norm, I(W) the batch's one full eigendecomposition, in float32); the
+    ID estimators share one exact k-nearest-neighbour search (k = the largest order they need, 100 for MoM) on the
+    batch with repeated vectors removed (counted in info["duplicates_removed"]); the other metrics keep repeated
+    vectors, which are genuine samples of the distribution. A batch with fewer distinct vectors than k + 1 runs
+    MADA and MoM with k = (distinct vectors - 1), as scikit-dimension does, and logs a warning.
+    `twonn_discard_fraction` is TwoNN's (see `twonn`). `context` (e.g. "model pythia-70m, checkpoint step1000,
+    layer 3") starts every error message.
     At n = 4096 all ID estimators badly underestimate high dimensions (isotropic Gaussian in D = 768: TwoNN ~163,
     MADA ~141, MoM ~119), a property of the estimators, not a bug (see `intrinsic_dimension`). Summary std over
     batches: ddof = 1, NaN for a single batch.
@@ -86,15 +72,16 @@ def compute_metrics(X, metrics=ALL_METRICS, *, batch_size: int = 4096, n_batches
     started = time.perf_counter()
     context = context or "input matrix"
     metrics = (metrics,) if isinstance(metrics, str) else tuple(metrics)
-    unknown = sorted(set(metrics) - set(ALL_METRICS))
+    unknown = sorted(set(metrics) - set(METRICS))
     if unknown:
-        raise ValueError(f"{context}: unknown metrics {unknown}; choose from {list(ALL_METRICS)}")
+        raise ValueError(f"{context}: unknown metrics {unknown}; choose from {list(METRICS)}")
+    chosen = [METRICS[name] for name in metrics]
     if not isinstance(X, torch.Tensor):
         X = np.asarray(X)
     if X.ndim != 2:
         raise ValueError(f"{context}: expected an (n, D) matrix, got shape {tuple(X.shape)}")
     n, dim = X.shape
-    neighbours = max((NEIGHBOURS_NEEDED[m] for m in metrics if m in NEIGHBOURS_NEEDED), default=0)
+    neighbours = max((metric.neighbours for metric in chosen), default=0)
     if batch_size < max(2, neighbours + 1):
         raise ValueError(f"{context}: batch_size={batch_size} is too small; the requested metrics need at least "
                          f"{max(2, neighbours + 1)} vectors per batch (the paper uses 4096)")
@@ -114,7 +101,7 @@ def compute_metrics(X, metrics=ALL_METRICS, *, batch_size: int = 4096, n_batches
     for batch in tqdm(range(n_batches), desc="metric batches", leave=False, disable=None):
         index = np.sort(order[batch * batch_size:(batch + 1) * batch_size])
         vectors = Vectors(X[torch.from_numpy(index)] if isinstance(X, torch.Tensor) else X[index], device)
-        values = {m: SPECTRAL_METRICS[m](vectors) for m in metrics if m in SPECTRAL_METRICS}
+        values = {metric.name: metric.compute(vectors) for metric in chosen if metric.needs != "neighbours"}
         removed = 0
         if neighbours:
             unique, removed = deduplicate(vectors)
@@ -126,7 +113,8 @@ def compute_metrics(X, metrics=ALL_METRICS, *, batch_size: int = 4096, n_batches
                 logger.warning("%s: batch %d has %d distinct vectors; MADA and MoM use k = %d neighbours instead "
                                "of their defaults", context, batch, unique.n, k)
             distances = knn_distances(unique, k)
-            values |= {m: estimate_id(m, distances, twonn_discard_fraction) for m in metrics if m in ESTIMATORS}
+            values |= {metric.name: metric.compute(distances, twonn_discard_fraction=twonn_discard_fraction)
+                       for metric in chosen if metric.needs == "neighbours"}
         duplicates.append(removed)
         rows += [(m, batch, values[m]) for m in metrics]
         logger.debug("%s: batch %d done, %d duplicates removed", context, batch, removed)

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .batches import ALL_METRICS, compute_metrics
+from .batches import compute_metrics
+from .registry import METRICS
 
 
 def _load(path: Path) -> tuple[np.ndarray, str]:
@@ -37,8 +38,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="shape-metrics", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("path", type=Path, help=".npy matrix (n, D) or a Parquet embedding shard")
-    parser.add_argument("--metrics", nargs="+", default=list(ALL_METRICS), choices=ALL_METRICS, metavar="METRIC",
-                        help=f"subset of: {' '.join(ALL_METRICS)} (default: all)")
+    parser.add_argument("--metrics", nargs="+", default=list(METRICS), choices=list(METRICS), metavar="METRIC",
+                        help=f"subset of: {' '.join(METRICS)} (default: all)")
     parser.add_argument("--batch-size", type=int, default=4096, help="vectors per batch (default 4096)")
     parser.add_argument("--batches", type=int, default=None, help="number of batches (default: as many as fit)")
     parser.add_argument("--seed", type=int, default=0, help="shuffling seed (default 0)")

@@ -120,15 +120,3 @@ def gride(distances, n1: int = GRIDE_N1, n2: int = GRIDE_N2) -> float:
         upper *= 2
     return float(brentq(score, 1e-8, upper, xtol=1e-12, rtol=1e-12))
 
-
-NEIGHBOURS_NEEDED = {"id_twonn": 2, "id_mada": MADA_K, "id_mom": MOM_K, "id_gride": GRIDE_N2}
-ESTIMATORS = {"id_twonn": twonn, "id_mada": mada, "id_mom": mom, "id_gride": gride}
-
-
-def estimate_id(metric: str, distances, twonn_discard_fraction: float = TWONN_DISCARD_FRACTION) -> float:
-    """The estimator `metric` on `distances`, with MADA's and MoM's k capped at the neighbours available."""
-    if metric in ("id_mada", "id_mom"):
-        return ESTIMATORS[metric](distances, k=min(NEIGHBOURS_NEEDED[metric], distances.shape[1]))
-    if metric == "id_twonn":
-        return twonn(distances, discard_fraction=twonn_discard_fraction)
-    return ESTIMATORS[metric](distances)

@@ -1,4 +1,4 @@
-"""Anisotropy: the share of the variance along the first principal direction (paper section 2.3)."""
+"""Anisotropy: the explained variance ratio of the first principal direction (paper section 2.3)."""
 
 import torch
 
