@@ -1,21 +1,28 @@
 #!/usr/bin/env bash
-# Starts a one-node SLURM cluster on this machine, submits a preset (PRESET, default the CI preset: the demo's DAG,
-# smaller) through profiles/slurm, checks every output, and stops the daemons. Run as root from the repository root:
-# `make slurm-test`, or `make slurm-test PRESET=presets/demo.yaml` for the whole demo.
+# Starts a one-node SLURM cluster on this machine (two fake GPUs), submits a preset (PRESET, default the CI preset:
+# the demo's DAG, smaller) through profiles/slurm exactly as a user does, checks every output and that two GPU jobs
+# ran at once (profiles/default's workstation limit must not cap a cluster), and stops the daemons it started.
+# Run as root from the repository root: `make slurm-test`, or `make slurm-test PRESET=presets/demo.yaml`.
 set -euo pipefail
 repo=$(pwd)
 preset=$(realpath "${PRESET:-presets/ci.yaml}")
 workdir=$(mktemp -d /tmp/slurm-demo.XXXXXX)
 bash tests/slurm/local_cluster.sh start
-trap 'bash "$repo/tests/slurm/local_cluster.sh" stop' EXIT
+watcher=
+trap '[ -n "$watcher" ] && kill "$watcher" 2>/dev/null; bash "$repo/tests/slurm/local_cluster.sh" stop' EXIT
 
-# Only what differs on this one 2-core node with no accounting database is overridden here; the rest is the profile.
+# What SLURM runs, once a second: job id, state and GPUs of every running job.
+( while sleep 1; do squeue -h -t R -O "JobID:12,TresPerJob:30,TresPerNode:30" | sed "s/^/$(date +%s) /"; done ) \
+    > "$workdir/running.txt" 2>/dev/null &
+watcher=$!
+
 start=$(date +%s)
-.venv/bin/snakemake --profile profiles/slurm --configfile "$preset" --directory "$workdir" \
-    --jobs 4 --cores "$(nproc)" --latency-wait 10 \
-    --slurm-status-command squeue --slurm-init-seconds-before-status-checks 2 --slurm-no-account \
-    --default-resources slurm_partition=debug mem_mb=2000 runtime=20 \
-    --set-resources extract_hidden_states:slurm_partition=gpu extract_hidden_states:gpu=1 \
-        measure_layers:slurm_partition=gpu
+# The user's profile, then only what differs on this one-node test cluster (tests/slurm/profile).
+.venv/bin/snakemake --profile profiles/slurm --profile tests/slurm/profile --configfile "$preset" --directory "$workdir"
 echo "$(basename "$preset") through SLURM: $(( $(date +%s) - start )) s"
 .venv/bin/python -m shape_of_learning.verify "$preset" --directory "$workdir"
+
+# At some second, two jobs holding a GPU each were running: the cluster was not capped at one GPU job.
+most=$(grep gpu "$workdir/running.txt" | awk '{n[$1]++} END {m = 0; for (t in n) if (n[t] > m) m = n[t]; print m}')
+echo "GPU jobs running at once: at most ${most:-0}"
+[ "${most:-0}" -ge 2 ] || { echo "FAIL: never two GPU jobs at once (see $workdir/running.txt)" >&2; exit 1; }

@@ -47,8 +47,10 @@ def trained_model_dir(wildcards):
     return f"results/models/{wildcards.model}" if "train" in entry else []
 
 
-def resource(rule_name, key):
-    return config["resources"][rule_name][key]
+def result_settings(section, *ignored):
+    """A config section without the settings that cannot change a result (devices, batch sizes, storage): a job's
+    params are what Snakemake compares to decide a rerun, so changing those must not rerun finished work."""
+    return {key: value for key, value in section.items() if key not in ignored}
 
 
 def shards_dir(path):

@@ -7,8 +7,11 @@ rule obtain_corpus:
         f"{CORPUS}/raw.xml",
     params:
         corpus=config["corpus"],
+    retries: 2
     log:
         "logs/corpus/obtain.log",
+    benchmark:
+        "results/benchmarks/corpus/obtain.tsv"
     conda:
         ENV
     script:

@@ -7,13 +7,9 @@ rule train_model:
     output:
         directory("results/models/{model}"),
     params:
-        entry=model_entry,
+        entry=lambda wildcards: {key: model_entry(wildcards)[key] for key in ("train", "layers", "max_length", "modality")},
         steps=lambda wildcards: [ckpt.step for ckpt in EXPERIMENT.checkpoints[wildcards.model]],
-    threads: 4
-    resources:
-        mem_mb=resource("train", "mem_mb"),
-        runtime=resource("train", "runtime"),
-        gpu=resource("train", "gpus"),
+    threads: 2  # the workstation's (profiles/default); profiles/slurm sets the cluster's
     log:
         "logs/models/train_{model}.log",
     benchmark:
@@ -34,8 +30,11 @@ rule pin_checkpoint:
         checkpoint=lambda wildcards: EXPERIMENT.checkpoint(wildcards.model, wildcards.checkpoint),
         weights=lambda wildcards: EXPERIMENT.models[wildcards.model]["weights"],
     localrule: True
+    retries: 2
     log:
         "logs/lock/{model}/{checkpoint}.log",
+    benchmark:
+        "results/benchmarks/lock/{model}/{checkpoint}.tsv"
     conda:
         ENV
     script:

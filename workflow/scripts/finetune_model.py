@@ -13,4 +13,4 @@ with job_logging(snakemake):
     finetune(base.location, pairs, Path(snakemake.output[0]), scale=snakemake.params.scale,
              revision=pin["commit_sha"], batch_size=spec["batch_size"], learning_rate=spec["learning_rate"],
              epochs=spec["epochs"], max_steps=spec["max_steps"], seed=spec["seed"], max_length=spec["max_length"],
-             device=snakemake.params.device)
+             device=snakemake.config["finetuning"]["device"])  # from the config: a device changes no result

@@ -7,7 +7,7 @@ from shape_of_learning.finetuning.analysis import analyse
 from shape_of_learning.logs import job_logging
 
 with job_logging(snakemake):
-    options = snakemake.params.options
+    options = {**snakemake.config["finetuning"], **snakemake.params.options}  # params: the result-relevant subset
     pairs = pd.read_parquet(Path(snakemake.input.pairs, f"{snakemake.wildcards.split}.parquet"))
     table, layers, view = analyse(
         snakemake.params.checkpoint, snakemake.params.entry, json.loads(Path(snakemake.input.pin).read_text()), pairs,
