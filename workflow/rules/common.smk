@@ -48,9 +48,15 @@ def trained_model_dir(wildcards):
 
 
 def result_settings(section, *ignored):
-    """A config section without the settings that cannot change a result (devices, batch sizes, storage): a job's
-    params are what Snakemake compares to decide a rerun, so changing those must not rerun finished work."""
-    return {key: value for key, value in section.items() if key not in ignored}
+    """A config section as a job's params: without the settings that cannot change a result (devices, batch sizes,
+    storage), keys sorted at every level. Snakemake reruns a job when the repr of its params changes, so neither
+    those settings nor the order of keys in a config file may rerun finished work."""
+    def canonical(value):
+        if isinstance(value, dict):
+            return {key: canonical(value[key]) for key in sorted(value)}
+        return [canonical(item) for item in value] if isinstance(value, list) else value
+
+    return canonical({key: value for key, value in section.items() if key not in ignored})
 
 
 def shards_dir(path):

@@ -17,7 +17,7 @@ rule obtain_rated_pairs:
     output:
         directory("results/datasets/{dataset}"),
     params:
-        spec=lambda wildcards: FINETUNING["datasets"][wildcards.dataset],
+        spec=lambda wildcards: result_settings(FINETUNING["datasets"][wildcards.dataset]),
     localrule: True
     retries: 2
     log:
@@ -36,7 +36,7 @@ rule finetune_model:
     output:
         directory("results/finetuned/{model}"),
     params:
-        spec=lambda wildcards: EXPERIMENT.models[wildcards.model]["finetune"],
+        spec=lambda wildcards: result_settings(EXPERIMENT.models[wildcards.model]["finetune"]),
         base=lambda wildcards: last_checkpoint(EXPERIMENT.models[wildcards.model]["finetune"]["base"]),
         scale=finetune_scale,
     threads: 2  # the workstation's (profiles/default); profiles/slurm sets the cluster's

@@ -7,7 +7,8 @@ rule train_model:
     output:
         directory("results/models/{model}"),
     params:
-        entry=lambda wildcards: {key: model_entry(wildcards)[key] for key in ("train", "layers", "max_length", "modality")},
+        entry=lambda wildcards: result_settings(
+            {key: model_entry(wildcards)[key] for key in ("train", "layers", "max_length", "modality")}),
         steps=lambda wildcards: [ckpt.step for ckpt in EXPERIMENT.checkpoints[wildcards.model]],
     threads: 2  # the workstation's (profiles/default); profiles/slurm sets the cluster's
     log:
