@@ -328,3 +328,21 @@ def test_evict_weights_frees_a_checkpoint_s_weights_and_keeps_what_others_share(
     assert (repo / "snapshots" / first["commit_sha"] / "config.json").exists()  # only weights leave
     assert sorted(path.name for path in evict_weights(second)) == sorted(
         [blob(b"weights two").name, blob(b"same bytes").name])
+
+
+# --- untrusted model code -------------------------------------------------------------------------------------
+
+def test_model_code_shipped_with_a_checkpoint_never_runs_unless_the_entry_opts_in(tmp_path):
+    """A checkpoint whose config points at its own Python code (auto_map), which would leave a marker file."""
+    model = tmp_path / "model"
+    model.mkdir()
+    marker = tmp_path / "code-ran"
+    (model / "config.json").write_text(
+        '{"model_type": "custom-net", "auto_map": {"AutoConfig": "configuration_net.NetConfig"}}')
+    (model / "configuration_net.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    (model / "model.safetensors").write_bytes(b"not loaded")
+    entry = {"path": str(model), "kind": "encoder", "layers": 1, "batch_size": 1, "max_length": 8}
+    [checkpoint] = checkpoints("custom", entry)
+    with pytest.raises(ValueError, match="trust_remote_code"):
+        extract(checkpoint, entry, ["A window of text."], 4, tmp_path / "shards")
+    assert not marker.exists()
