@@ -54,6 +54,10 @@ CONF
 }
 
 start() {
+    if pgrep -x slurmctld >/dev/null || pgrep -x slurmd >/dev/null; then  # not ours: never disturb or stop it
+        echo "a SLURM daemon already runs on this machine; stop it first (this script stops only what it starts)" >&2
+        exit 1
+    fi
     install
     write_config
     mkdir -p /run/munge && chown munge:munge /run/munge

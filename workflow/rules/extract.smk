@@ -14,7 +14,7 @@ rule extract_hidden_states:
         checkpoint=lambda wildcards: EXPERIMENT.checkpoint(wildcards.model, wildcards.checkpoint),
         tokens=config["metrics"]["batches"] * config["metrics"]["batch_size"],
         extraction=result_settings(config["extraction"], "device", "keep_embeddings", "evict_weights"),
-    threads: 1  # the workstation's (profiles/default); profiles/slurm sets the cluster's
+    threads: 1  # a workstation's; profiles/slurm sets a cluster's (set-threads)
     resources:
         gpu=1,  # one accelerator (or CPU slot): profiles/default lets one such job run at a time on a workstation
     retries: 2  # downloads the weights from the Hub

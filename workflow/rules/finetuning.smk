@@ -39,7 +39,7 @@ rule finetune_model:
         spec=lambda wildcards: result_settings(EXPERIMENT.models[wildcards.model]["finetune"]),
         base=lambda wildcards: last_checkpoint(EXPERIMENT.models[wildcards.model]["finetune"]["base"]),
         scale=finetune_scale,
-    threads: 2  # the workstation's (profiles/default); profiles/slurm sets the cluster's
+    threads: 2  # a workstation's; profiles/slurm sets a cluster's (set-threads)
     resources:
         gpu=1,
     log:
@@ -65,6 +65,7 @@ rule measure_isotropy_settings:
         checkpoint=lambda wildcards: last_checkpoint(wildcards.model),
         entry=lambda wildcards: result_settings(model_entry(wildcards), "batch_size"),
         options=result_settings(FINETUNING or {}, "device", "batch_size", "pairs", "evaluate", "datasets"),
+    threads: 2  # a workstation's; profiles/slurm sets a cluster's (set-threads)
     resources:
         gpu=1,
     retries: 2  # downloads the weights from the Hub

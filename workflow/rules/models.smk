@@ -10,7 +10,7 @@ rule train_model:
         entry=lambda wildcards: result_settings(
             {key: model_entry(wildcards)[key] for key in ("train", "layers", "max_length", "modality")}),
         steps=lambda wildcards: [ckpt.step for ckpt in EXPERIMENT.checkpoints[wildcards.model]],
-    threads: 2  # the workstation's (profiles/default); profiles/slurm sets the cluster's
+    threads: 2  # a workstation's; profiles/slurm sets a cluster's (set-threads)
     log:
         "logs/models/train_{model}.log",
     benchmark:
