@@ -10,7 +10,8 @@ from shape_of_learning.pinning import evict_weights, read_lock
 with job_logging(snakemake):
     # Settings that cannot change a result are read from the config, not params: changing them reruns nothing.
     options = snakemake.params.extraction
-    entry = {**snakemake.params.entry, "batch_size": snakemake.config["models"][snakemake.wildcards.model]["batch_size"]}
+    batch_size = snakemake.config["models"][snakemake.wildcards.model]["batch_size"]
+    entry = {**snakemake.params.entry, "batch_size": batch_size}
     corpus = Path(snakemake.input.corpus)
     text = entry["modality"] == "text"
     manifest = extract(
