@@ -36,7 +36,7 @@ dry-run: $(BIN)/snakemake
 report: $(BIN)/snakemake
 	$(BIN)/snakemake --cores 1 --configfile presets/demo.yaml --report results/report.html
 
-slurm-test: $(BIN)/snakemake  ## a one-node SLURM cluster on this machine, the CI preset (PRESET=...) through profiles/slurm
+slurm-test: $(BIN)/snakemake  ## a one-node SLURM cluster on this machine, the demo with the CI overlay (PRESET=...) through profiles/slurm
 	bash tests/slurm/run_demo_on_local_slurm.sh
 
 clean:

@@ -194,6 +194,10 @@ def _hidden_states(model, inputs: dict) -> tuple[torch.Tensor, ...]:
 def _kept_vectors(states: torch.Tensor, kept_rows: torch.Tensor, store_dtype: str, name: str):
     """The kept token vectors of one layer, (n_kept, D), as a CPU array of the storage dtype."""
     flat = states.flatten(0, 1).index_select(0, kept_rows.to(states.device))  # .to: device_map may split layers
+    if not torch.isfinite(flat).all():  # a float16/bfloat16 overflow: never stored, so never averaged into a metric
+        raise FloatingPointError(f"{name}: {int((~torch.isfinite(flat)).sum())} non-finite hidden-state values "
+                                 "(NaN or Inf, typically a float16 overflow); extract with `dtype: float32` "
+                                 "(the model's entry or extraction.dtype)")
     if store_dtype == "float16":
         low, high = torch.aminmax(flat)
         if max(-low.item(), high.item()) > FLOAT16_MAX:

@@ -13,6 +13,7 @@ where the revision has them, else PyTorch files). PyTorch files are only ever lo
 
 import difflib
 import hashlib
+import json
 import logging
 import re
 from collections import defaultdict
@@ -58,6 +59,39 @@ def pin(checkpoint: Checkpoint, weights: str = "auto") -> dict:
     return dict(model=checkpoint.model, checkpoint=checkpoint.name, step=checkpoint.step, source=checkpoint.source,
                 location=checkpoint.location, revision=checkpoint.revision, commit_sha=commit_sha,
                 weights_format=weights_format, weights=dict(sorted(chosen.items())), weights_digest=digest)
+
+
+def read_lock(path) -> dict:
+    """A lock file written by `pin` (results/lock/{model}/{checkpoint}.json); a truncated or edited one is refused."""
+    try:
+        lock = json.loads(Path(path).read_text())
+        missing = {"model", "checkpoint", "commit_sha", "weights"} - set(lock)
+    except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as error:
+        missing = f"not a JSON object ({error})"
+    if missing:
+        raise ValueError(f"{path} is not a complete lock file (missing: {missing}); delete it and rerun snakemake, "
+                         "which pins the checkpoint again")
+    return lock
+
+
+def evict_weights(lock: dict) -> list[Path]:
+    """Delete a Hub checkpoint's weight files (and only those) from the Hugging Face cache, once its hidden states are
+    extracted: the snapshot's links and the blobs no other snapshot links to. Returns the blobs deleted."""
+    if lock["source"] != "hub":
+        return []  # a package, a local directory or the pipeline's own model: nothing was downloaded
+    snapshot = _cache_dir(lock["location"]) / "snapshots" / lock["commit_sha"]
+    links = [snapshot / name for name in lock["weights"] if (snapshot / name).is_symlink()]
+    blobs = {link.resolve() for link in links}
+    for link in links:
+        link.unlink()
+    still_linked = {path.resolve() for path in snapshot.parent.rglob("*") if path.is_symlink()}
+    deleted = [blob for blob in blobs if blob not in still_linked and blob.is_file()]
+    size = sum(blob.stat().st_size for blob in deleted)
+    for blob in deleted:
+        blob.unlink()
+    logger.info("evicted %d weight files (%.1f MB) of %s@%s from the Hugging Face cache", len(deleted), size / 1e6,
+                lock["location"], lock["commit_sha"])
+    return deleted
 
 
 def select_weights(files: dict[str, str], weights: str, name: str) -> tuple[str, dict[str, str]]:

@@ -123,9 +123,18 @@ def write_shard(path, vectors, *, metadata: dict, store_dtype: str = "float16", 
         shard.append(vectors, windows=windows, positions=positions, token_ids=token_ids)
 
 
+def read_parquet(path, columns=None, fix: str = "delete it and rerun snakemake, which writes it again") -> pa.Table:
+    """Read a Parquet file written by this pipeline; a truncated or corrupt one raises an error naming it and `fix`."""
+    try:
+        return pq.read_table(path, columns=columns)
+    except (pa.ArrowException, OSError) as error:
+        raise ValueError(f"{path} is truncated or corrupt ({error}); {fix}") from error
+
+
 def read_shard(path) -> tuple[np.ndarray, dict]:
     """Return the shard's vectors as float32 (n, D) and its metadata dict."""
-    table = pq.read_table(path, columns=["vector"])
+    table = read_parquet(path, ["vector"], fix="delete the shard's directory and rerun snakemake, which extracts it "
+                                              "again (keep_embeddings: false also drops shards once measured)")
     raw = (table.schema.metadata or {}).get(METADATA_KEY)
     if raw is None:
         raise ValueError(f"{path} is not a shape_of_learning shard: no {METADATA_KEY!r} schema metadata")

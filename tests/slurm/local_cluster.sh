@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A one-node SLURM cluster on this machine (Debian's slurm-wlm + munge), with one fake GPU so `--gpus=1` jobs
-# schedule. Usage: local_cluster.sh start | stop.  Needs root. Facts and pitfalls: see README, "SLURM".
+# A one-node SLURM cluster on this machine (Debian's slurm-wlm + munge), with two fake GPUs so `--gpus=1` jobs
+# schedule, two at once. Usage: local_cluster.sh start | stop.  Needs root. Facts and pitfalls: see README, "SLURM".
 set -euo pipefail
 STATE=${SLURM_LOCAL_STATE:-/tmp/slurm-local}
 CONF_DIR=$STATE/etc
@@ -14,11 +14,11 @@ install() {
 write_config() {
     local host cpus mem
     host=$(hostname -s)
-    cpus=$(nproc)
+    cpus=$(( $(nproc) > 4 ? $(nproc) : 4 ))  # declared, not real (config_overrides): two GPU jobs fit beside a CPU job
     mem=$(( $(awk '/MemTotal/ {print int($2 / 1024)}' /proc/meminfo) * 8 / 10 ))
     mkdir -p "$CONF_DIR" "$STATE/spool/ctld" "$STATE/spool/d" "$STATE/log"
     # A GPU generic resource must be backed by a character device: /dev/null's numbers stand in for it.
-    [ -e "$STATE/fakegpu0" ] || mknod "$STATE/fakegpu0" c 1 3
+    for gpu in 0 1; do [ -e "$STATE/fakegpu$gpu" ] || mknod "$STATE/fakegpu$gpu" c 1 3; done
     cat > "$CONF_DIR/slurm.conf" <<CONF
 ClusterName=local
 SlurmctldHost=$host
@@ -38,12 +38,15 @@ AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 MinJobAge=600
 ReturnToService=2
+SlurmdParameters=config_overrides
+SchedulerType=sched/builtin
+SchedulerParameters=sched_interval=2
 GresTypes=gpu
-NodeName=$host CPUs=$cpus RealMemory=$mem Gres=gpu:1 State=UNKNOWN
+NodeName=$host CPUs=$cpus RealMemory=$mem Gres=gpu:2 State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
 PartitionName=gpu Nodes=$host MaxTime=INFINITE State=UP
 CONF
-    echo "NodeName=$host Name=gpu File=$STATE/fakegpu0" > "$CONF_DIR/gres.conf"
+    echo "NodeName=$host Name=gpu File=$STATE/fakegpu[0-1]" > "$CONF_DIR/gres.conf"
     # The jobstep plugin drops SLURM_CONF before its inner srun: the config must sit at the default path.
     mkdir -p /etc/slurm
     ln -sf "$CONF_DIR/slurm.conf" /etc/slurm/slurm.conf
@@ -51,12 +54,16 @@ CONF
 }
 
 start() {
+    if pgrep -x slurmctld >/dev/null || pgrep -x slurmd >/dev/null; then  # not ours: never disturb or stop it
+        echo "a SLURM daemon already runs on this machine; stop it first (this script stops only what it starts)" >&2
+        exit 1
+    fi
     install
     write_config
     mkdir -p /run/munge && chown munge:munge /run/munge
     if ! pgrep -x munged >/dev/null; then  # remember a munged we start, so that stop ends ours and no other
-        runuser -u munge -- /usr/sbin/munged
-        pgrep -n -x munged > "$STATE/munged.pid"
+        runuser -u munge -- /usr/sbin/munged --pid-file=/run/munge/munged.pid
+        cp /run/munge/munged.pid "$STATE/munged.pid"
     fi
     /usr/sbin/slurmctld
     /usr/sbin/slurmd

@@ -47,8 +47,16 @@ def trained_model_dir(wildcards):
     return f"results/models/{wildcards.model}" if "train" in entry else []
 
 
-def resource(rule_name, key):
-    return config["resources"][rule_name][key]
+def result_settings(section, *ignored):
+    """A config section as a job's params: without the settings that cannot change a result (devices, batch sizes,
+    storage), keys sorted at every level. Snakemake reruns a job when the repr of its params changes, so neither
+    those settings nor the order of keys in a config file may rerun finished work."""
+    def canonical(value):
+        if isinstance(value, dict):
+            return {key: canonical(value[key]) for key in sorted(value)}
+        return [canonical(item) for item in value] if isinstance(value, list) else value
+
+    return canonical({key: value for key, value in section.items() if key not in ignored})
 
 
 def shards_dir(path):

@@ -6,9 +6,12 @@ rule obtain_corpus:
     output:
         f"{CORPUS}/raw.xml",
     params:
-        corpus=config["corpus"],
+        corpus=result_settings(config["corpus"]),
+    retries: 2
     log:
         "logs/corpus/obtain.log",
+    benchmark:
+        "results/benchmarks/corpus/obtain.tsv"
     conda:
         ENV
     script:
@@ -37,7 +40,7 @@ rule sample_windows:
     output:
         f"{CORPUS}/windows.parquet",
     params:
-        windows=config["windows"],
+        windows=result_settings(config["windows"]),
     log:
         "logs/corpus/windows.log",
     conda:
@@ -52,7 +55,7 @@ rule sample_media:
     wildcard_constraints:
         modality="image|audio",
     params:
-        spec=lambda wildcards: config[f"{wildcards.modality}_corpus"],
+        spec=lambda wildcards: result_settings(config[f"{wildcards.modality}_corpus"]),
     log:
         "logs/corpus/{corpus}_{modality}.log",
     benchmark:

@@ -10,15 +10,14 @@ rule extract_hidden_states:
         shards=shards_dir(directory("results/embeddings/{model}/{checkpoint}")),
         manifest="results/manifests/{model}/{checkpoint}.json",
     params:
-        entry=model_entry,
+        entry=lambda wildcards: result_settings(model_entry(wildcards), "batch_size"),
         checkpoint=lambda wildcards: EXPERIMENT.checkpoint(wildcards.model, wildcards.checkpoint),
         tokens=config["metrics"]["batches"] * config["metrics"]["batch_size"],
-        extraction=config["extraction"],
-    threads: 2
+        extraction=result_settings(config["extraction"], "device", "keep_embeddings", "evict_weights"),
+    threads: 1  # a workstation's; profiles/slurm sets a cluster's (set-threads)
     resources:
-        mem_mb=resource("extract", "mem_mb"),
-        runtime=resource("extract", "runtime"),
-        gpu=resource("extract", "gpus"),
+        gpu=1,  # one accelerator (or CPU slot): profiles/default lets one such job run at a time on a workstation
+    retries: 2  # downloads the weights from the Hub
     log:
         "logs/extract/{model}/{checkpoint}.log",
     benchmark:

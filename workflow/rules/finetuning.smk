@@ -17,10 +17,13 @@ rule obtain_rated_pairs:
     output:
         directory("results/datasets/{dataset}"),
     params:
-        spec=lambda wildcards: FINETUNING["datasets"][wildcards.dataset],
+        spec=lambda wildcards: result_settings(FINETUNING["datasets"][wildcards.dataset]),
     localrule: True
+    retries: 2
     log:
         "logs/datasets/{dataset}.log",
+    benchmark:
+        "results/benchmarks/datasets/{dataset}.tsv"
     conda:
         ENV
     script:
@@ -33,15 +36,12 @@ rule finetune_model:
     output:
         directory("results/finetuned/{model}"),
     params:
-        spec=lambda wildcards: EXPERIMENT.models[wildcards.model]["finetune"],
+        spec=lambda wildcards: result_settings(EXPERIMENT.models[wildcards.model]["finetune"]),
         base=lambda wildcards: last_checkpoint(EXPERIMENT.models[wildcards.model]["finetune"]["base"]),
         scale=finetune_scale,
-        device=FINETUNING["device"] if FINETUNING else "auto",
-    threads: 2
+    threads: 2  # a workstation's; profiles/slurm sets a cluster's (set-threads)
     resources:
-        mem_mb=resource("finetune", "mem_mb"),
-        runtime=resource("finetune", "runtime"),
-        gpu=resource("finetune", "gpus"),
+        gpu=1,
     log:
         "logs/finetuned/{model}.log",
     benchmark:
@@ -63,13 +63,12 @@ rule measure_isotropy_settings:
         view="results/rajaee_pilehvar/{dataset}/{split}/{model}/view.parquet",
     params:
         checkpoint=lambda wildcards: last_checkpoint(wildcards.model),
-        entry=model_entry,
-        options=FINETUNING,
-    threads: 2
+        entry=lambda wildcards: result_settings(model_entry(wildcards), "batch_size"),
+        options=result_settings(FINETUNING or {}, "device", "batch_size", "pairs", "evaluate", "datasets"),
+    threads: 2  # a workstation's; profiles/slurm sets a cluster's (set-threads)
     resources:
-        mem_mb=resource("extract", "mem_mb"),
-        runtime=resource("extract", "runtime"),
-        gpu=resource("extract", "gpus"),
+        gpu=1,
+    retries: 2  # downloads the weights from the Hub
     log:
         "logs/rajaee_pilehvar/{dataset}/{split}/{model}.log",
     benchmark:

@@ -8,13 +8,8 @@ rule measure_layers:
     output:
         "results/metrics/{model}/{checkpoint}/layer_{layer_group}.parquet",
     params:
-        metrics=config["metrics"],
+        metrics=result_settings(config["metrics"], "device"),
         kind=lambda wildcards: EXPERIMENT.models[wildcards.model]["kind"],
-    threads: 1
-    resources:
-        mem_mb=resource("metrics", "mem_mb"),
-        runtime=resource("metrics", "runtime"),
-        gpu=resource("metrics", "gpus"),
     log:
         "logs/metrics/{model}/{checkpoint}/layer_{layer_group}.log",
     benchmark:

@@ -7,13 +7,10 @@ rule train_model:
     output:
         directory("results/models/{model}"),
     params:
-        entry=model_entry,
+        entry=lambda wildcards: result_settings(
+            {key: model_entry(wildcards)[key] for key in ("train", "layers", "max_length", "modality")}),
         steps=lambda wildcards: [ckpt.step for ckpt in EXPERIMENT.checkpoints[wildcards.model]],
-    threads: 4
-    resources:
-        mem_mb=resource("train", "mem_mb"),
-        runtime=resource("train", "runtime"),
-        gpu=resource("train", "gpus"),
+    threads: 2  # a workstation's; profiles/slurm sets a cluster's (set-threads)
     log:
         "logs/models/train_{model}.log",
     benchmark:
@@ -34,8 +31,11 @@ rule pin_checkpoint:
         checkpoint=lambda wildcards: EXPERIMENT.checkpoint(wildcards.model, wildcards.checkpoint),
         weights=lambda wildcards: EXPERIMENT.models[wildcards.model]["weights"],
     localrule: True
+    retries: 2
     log:
         "logs/lock/{model}/{checkpoint}.log",
+    benchmark:
+        "results/benchmarks/lock/{model}/{checkpoint}.tsv"
     conda:
         ENV
     script:

@@ -1,16 +1,16 @@
-import json
 from pathlib import Path
 
 import pandas as pd
 
 from shape_of_learning.finetuning.analysis import analyse
 from shape_of_learning.logs import job_logging
+from shape_of_learning.pinning import read_lock
 
 with job_logging(snakemake):
-    options = snakemake.params.options
+    options = {**snakemake.config["finetuning"], **snakemake.params.options}  # params: the result-relevant subset
     pairs = pd.read_parquet(Path(snakemake.input.pairs, f"{snakemake.wildcards.split}.parquet"))
     table, layers, view = analyse(
-        snakemake.params.checkpoint, snakemake.params.entry, json.loads(Path(snakemake.input.pin).read_text()), pairs,
+        snakemake.params.checkpoint, snakemake.params.entry, read_lock(snakemake.input.pin), pairs,
         clusters=options["clusters"], directions=options["directions"], least=options["least_directions"],
         table_layer=options["table_layer"], figure_tokens=options["figure_tokens"], seed=options["seed"],
         batch_size=options["batch_size"], device=options["device"])

@@ -15,7 +15,7 @@ with job_logging(snakemake):
             manifest,
             layer=layer,
             kind=snakemake.params.kind,
-            settings=snakemake.params.metrics,
+            settings={**snakemake.params.metrics, "device": snakemake.config["metrics"]["device"]},
         )
         for layer in layers_in_group(snakemake.wildcards.layer_group)
     ]

@@ -1,6 +1,7 @@
 """Obtain a verified raw MediaWiki dump: download (with retries) or a local copy, then decompress and check digests.
 
-Configured in ``config.yaml`` under ``corpus:`` (url, local_path, size, md5, sha256, archive_sha256, retries).
+Configured in ``config.yaml`` under ``corpus:`` (url, local_path, size, md5, sha256, archive_sha256); the rule
+retries a failed job (`retries:` in workflow/rules/corpus.smk), and each job retries a broken download itself.
 """
 
 import hashlib

@@ -1,0 +1,348 @@
+"""What a user may rely on when runs are killed, rerun, extended, misconfigured or fed broken files (README,
+"Guarantees"). Real Snakemake processes on a tiny preset (tests/presets/tiny.yaml: one real pretrained model, one
+batch per layer), real files, real configs; one finished run is shared by the module and copied where a test
+changes it.
+"""
+
+import hashlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+import yaml
+
+from shape_of_learning import corpus
+from shape_of_learning.experiment import load_config
+from shape_of_learning.extract import extract
+from shape_of_learning.pinning import evict_weights, pin, read_lock
+from shape_of_learning.registry import checkpoints
+from shape_of_learning.shards import read_parquet, read_shard
+from shape_of_learning.verify import problems
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = REPO / "tests" / "presets" / "tiny.yaml"
+SNAKEMAKE = Path(sys.executable).parent / "snakemake"
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
+       "HF_HUB_OFFLINE": "1"}
+pytestmark = pytest.mark.slow
+
+
+def snakemake(workdir: Path, *args, config: Path = TINY, check: bool = True) -> subprocess.CompletedProcess:
+    """The snakemake a user runs (from the repository, so profiles/default applies), on `workdir`."""
+    done = subprocess.run([SNAKEMAKE, "--directory", workdir, "--configfile", config, *map(str, args)], cwd=REPO,
+                          env=ENV, capture_output=True, text=True)
+    if check and done.returncode != 0:
+        raise AssertionError(f"snakemake {args} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return done
+
+
+def planned(workdir: Path, *args, config: Path = TINY) -> dict[str, int]:
+    """rule -> jobs that a dry run would execute now (empty: nothing to do)."""
+    done = snakemake(workdir, "-n", "--quiet", "rules", *args, config=config)
+    counts = (re.fullmatch(r"(\w+)\s+(\d+)", line.strip()) for line in (done.stdout + done.stderr).splitlines())
+    return {m[1]: int(m[2]) for m in counts if m and m[1] not in ("total", "all")}
+
+
+def variant(tmp_path: Path, change, name: str = "variant.yaml") -> Path:
+    """The tiny preset with `change(config)` applied, written as a new config file."""
+    config = yaml.safe_load(TINY.read_text())
+    change(config)
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def figure_jobs(jobs: dict[str, int]) -> int:
+    return sum(count for rule, count in jobs.items() if "figure" in rule)
+
+
+def without_figures(jobs: dict[str, int]) -> dict[str, int]:
+    return {rule: count for rule, count in jobs.items() if "figure" not in rule}
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> Path:
+    """One finished run of the tiny preset; tests that change it work on a copy."""
+    workdir = tmp_path_factory.mktemp("finished")
+    snakemake(workdir, "--cores", "2")
+    return workdir
+
+
+def copy_of(finished: Path, tmp_path: Path) -> Path:
+    workdir = tmp_path / "run"
+    shutil.copytree(finished, workdir, symlinks=True)  # copy2: modification times kept, so nothing looks newer
+    return workdir
+
+
+# --- --profile profiles/slurm -------------------------------------------------------------------------------------
+
+def test_cluster_profile_is_not_capped_by_the_workstation_profile():
+    """Snakemake applies profiles/default on top of --profile profiles/slurm, winning key by key: the cluster's
+    settings must come through, and the workstation's one-GPU limit must count per submitted job, not cluster-wide
+    (the one-node cluster of `make slurm-test` then runs two GPU jobs at once)."""
+    from snakemake.cli import parse_args
+
+    cluster = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+    _, args = parse_args(["--profile", str(REPO / "profiles" / "slurm"), "--snakefile", str(REPO / "Snakefile")])
+    assert {rule: value.value for rule, value in args.set_threads.items()} == cluster["set-threads"]
+    assert {rule: {key: value.value for key, value in resources.items() if key != "slurm_partition"}
+            for rule, resources in args.set_resources.items()} == {
+        rule: {key: value for key, value in resources.items() if key != "slurm_partition"}
+        for rule, resources in cluster["set-resources"].items()}
+    assert args.executor == "slurm"
+    assert "gpu" not in args.resources or args.set_resource_scopes.get("gpu") == "local"
+
+
+# --- settings that cannot / can change results --------------------------------------------------------------------
+
+def test_settings_that_cannot_change_results_rerun_nothing(finished, tmp_path):
+    def change(config):
+        config["metrics"]["device"] = "cpu"
+        config["extraction"].update(device="cpu", keep_embeddings=False, evict_weights=True)
+        config["models"]["minilm"]["batch_size"] = 3  # windows per forward pass
+    threads = ["--set-threads", "extract_hidden_states=2", "measure_layers=2"]
+    assert planned(finished, *threads, config=variant(tmp_path, change)) == {}
+
+
+@pytest.mark.parametrize("setting, change, expected", [
+    ("metrics.seed", lambda c: c["metrics"].update(seed=1),
+     {"measure_layers": 1, "tabulate_metrics": 1}),
+    ("metrics.batch_size", lambda c: c["metrics"].update(batch_size=129),  # also the extraction's token budget
+     {"extract_hidden_states": 1, "measure_layers": 1, "tabulate_metrics": 1}),
+    ("extraction.special_tokens", lambda c: c["extraction"].update(special_tokens="include"),
+     {"extract_hidden_states": 1, "measure_layers": 1, "tabulate_metrics": 1}),
+    ("windows.seed", lambda c: c["windows"].update(seed=1),
+     {"sample_windows": 1, "extract_hidden_states": 1, "measure_layers": 1, "tabulate_metrics": 1}),
+])
+def test_settings_that_change_results_rerun_exactly_the_affected_jobs(finished, tmp_path, setting, change, expected):
+    jobs = planned(finished, config=variant(tmp_path, change))
+    assert without_figures(jobs) == expected, setting
+    assert figure_jobs(jobs) == 1  # the figure reads the table
+
+
+# --- extending a finished run ---------------------------------------------------------------------------------
+
+def test_a_new_model_runs_only_its_own_jobs_on_a_finished_run(finished, tmp_path):
+    workdir = copy_of(finished, tmp_path)
+    config = variant(tmp_path, lambda c: c["models"].update(minilm2=c["models"]["minilm"]))
+    old = {path: path.stat().st_mtime_ns for path in (workdir / "results").rglob("*")
+           if path.is_file() and "minilm/" in str(path)}
+    assert without_figures(planned(workdir, config=config)) == {
+        "pin_checkpoint": 1, "extract_hidden_states": 1, "measure_layers": 1, "tabulate_metrics": 1}
+    snakemake(workdir, "--cores", "2", config=config)
+    assert {path: path.stat().st_mtime_ns for path in old} == old  # the first model's files were not rewritten
+    assert (workdir / "results/metrics/minilm2/main/layer_0-6.parquet").is_file()
+    assert planned(workdir, config=config) == {}
+
+
+def test_a_new_metric_or_figure_runs_only_the_jobs_that_produce_it(finished, tmp_path):
+    more_metrics = variant(tmp_path, lambda c: c["metrics"]["names"].append("avg_cosine"), "metric.yaml")
+    # A layer's metrics are one job (one read of its shard): all of them rerun, the extraction does not.
+    assert without_figures(planned(finished, config=more_metrics)) == {"measure_layers": 1, "tabulate_metrics": 1}
+    more_figures = variant(tmp_path, lambda c: c["figures"].update(
+        id_across_checkpoints={"metric": "id_twonn", "models": ["minilm"]}), "figure.yaml")
+    jobs = planned(finished, config=more_figures)
+    assert without_figures(jobs) == {} and figure_jobs(jobs) == 1
+
+
+# --- SIGKILL, then rerun; the same config twice --------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def killed_and_rerun(finished, tmp_path_factory) -> dict:
+    """The finished run with everything from extraction on deleted (corpus and lock kept), run again and killed with
+    SIGKILL (Snakemake and its jobs, as a node failure would) while the extraction job runs; then what a dry run
+    plans after `--unlock`, and the rerun."""
+    workdir = tmp_path_factory.mktemp("killed") / "run"
+    shutil.copytree(finished, workdir, symlinks=True)
+    for stage in ("results/embeddings", "results/manifests", "results/metrics", "results/tables", "results/figures",
+                  "logs/extract"):
+        shutil.rmtree(workdir / stage)
+    log = workdir / "logs/extract/minilm/main.log"
+    process = subprocess.Popen([SNAKEMAKE, "--directory", workdir, "--configfile", TINY, "--cores", "2"], cwd=REPO,
+                               env=ENV, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not log.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    running = process.poll() is None and not (workdir / "results/manifests/minilm/main.json").exists()
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    assert running, "the extraction job was not running when killed"
+    shards = sorted((workdir / "results/embeddings/minilm/main").glob("layer_*.parquet"))
+    readable = [read_shard(path) is not None for path in shards]  # only complete shards carry a final name
+    snakemake(workdir, "--unlock")  # the kill left Snakemake's lock on the directory; the user is told to unlock
+    jobs = planned(workdir)
+    snakemake(workdir, "--cores", "2")
+    return {"workdir": workdir, "jobs": jobs, "readable": readable}
+
+
+def test_sigkill_during_a_job_reruns_only_that_job_and_what_depends_on_it(killed_and_rerun):
+    assert all(killed_and_rerun["readable"])
+    assert without_figures(killed_and_rerun["jobs"]) == {
+        "extract_hidden_states": 1, "measure_layers": 1, "tabulate_metrics": 1}  # no corpus, no pin
+    assert problems(load_config(TINY), killed_and_rerun["workdir"]) == []
+
+
+def test_same_config_and_seed_give_bit_identical_tables_and_figures(finished, killed_and_rerun):
+    """The second run computed extraction, metrics, table and figures again from the same (checksummed) corpus."""
+    rerun = killed_and_rerun["workdir"]
+    outputs = ["results/tables/metrics.parquet", "results/tables/summary.parquet", "results/tables/summary.csv",
+               *(str(p.relative_to(finished)) for p in (finished / "results/figures").iterdir())]
+    assert len(outputs) >= 5
+    for output in outputs:
+        assert (finished / output).read_bytes() == (rerun / output).read_bytes(), output
+
+
+# --- broken files ----------------------------------------------------------------------------------------------
+
+def truncated(source: Path, dest: Path) -> Path:
+    dest.write_bytes(source.read_bytes()[: source.stat().st_size // 2])
+    return dest
+
+
+def test_truncated_corpus_archive_is_named_and_not_used(finished, tmp_path):
+    intact = finished / "results/corpus/enwiki-sample/raw.xml"  # plain XML is a valid archive format too
+    archive = truncated(intact, tmp_path / "enwiki.xml")
+    dest = tmp_path / "raw.xml"
+    with pytest.raises(corpus.ChecksumError, match=re.escape(str(archive)) + ".*replace it with an intact copy"):
+        corpus.obtain(dest, url=None, local_path=archive, size=None, md5=None, sha256=None,
+                      archive_sha256=hashlib.sha256(intact.read_bytes()).hexdigest())
+    assert not dest.exists()
+    # Without an archive digest the decompressed dump is checked: the bad file is moved aside, never used.
+    with pytest.raises(corpus.ChecksumError, match=re.escape(str(dest)) + ".*Moved it to .*corrupt"):
+        corpus.obtain(dest, url=None, local_path=archive, size=None, md5=None,
+                      sha256=yaml.safe_load(TINY.read_text())["corpus"]["sha256"])
+    assert not dest.exists()
+
+
+def test_truncated_shard_and_lock_file_are_named_with_the_fix(finished, tmp_path):
+    shard = truncated(finished / "results/embeddings/minilm/main/layer_3.parquet", tmp_path / "layer_3.parquet")
+    with pytest.raises(ValueError, match=re.escape(str(shard)) + ".*extracts it again"):
+        read_shard(shard)
+    lock = truncated(finished / "results/lock/minilm/main.json", tmp_path / "main.json")
+    with pytest.raises(ValueError, match=re.escape(str(lock)) + ".*pins the checkpoint again"):
+        read_lock(lock)
+    assert read_lock(finished / "results/lock/minilm/main.json")["model"] == "minilm"
+
+
+def test_truncated_metrics_file_stops_the_table_naming_it_and_the_log(finished, tmp_path):
+    workdir = copy_of(finished, tmp_path)
+    metrics = workdir / "results/metrics/minilm/main/layer_0-6.parquet"
+    table = workdir / "results/tables/metrics.parquet"
+    before = table.read_bytes()
+    truncated(finished / metrics.relative_to(workdir), metrics)  # newer than the table: Snakemake tabulates again
+    done = snakemake(workdir, "--cores", "1", "tabulate_metrics", check=False)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert "results/metrics/minilm/main/layer_0-6.parquet is truncated or corrupt" in output
+    assert "logs/tables/tabulate_metrics.log" in output
+    assert not table.exists() or table.read_bytes() == before  # never a table built from half a file
+    with pytest.raises(ValueError, match="measures those layers again"):
+        read_parquet(metrics, fix="delete it and rerun snakemake, which measures those layers again")
+
+
+# --- nothing to read -----------------------------------------------------------------------------------------
+
+def test_no_network_and_no_local_copy_name_what_is_missing_and_how_to_supply_it(tmp_path, monkeypatch):
+    with pytest.raises(corpus.CorpusUnavailableError, match=r"example\.invalid.*local_path"):
+        corpus.obtain(tmp_path / "raw.xml", url="https://example.invalid/enwik8.zip", local_path=None, size=None,
+                      md5=None, sha256=None, retries=1)
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    [checkpoint] = checkpoints("pythia-14m", {"hub_id": "EleutherAI/pythia-14m", "kind": "decoder", "layers": 6})
+    with pytest.raises(RuntimeError, match=r"EleutherAI/pythia-14m.*hf download EleutherAI/pythia-14m.*`path:`"):
+        pin(checkpoint)
+
+
+# --- config errors, before any job ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("change, named", [
+    (lambda c: c.update(extracton={"device": "cpu"}), "extracton"),  # an unknown key (a typo)
+    (lambda c: c["windows"].update(count="ten"), "ten"),  # a wrong type
+    (lambda c: c["models"]["minilm"].update(kind="rnn"), "rnn"),  # an unknown kind
+])
+def test_config_errors_are_rejected_before_any_job(tmp_path, change, named):
+    done = snakemake(tmp_path, "-n", config=variant(tmp_path, change), check=False)
+    assert done.returncode != 0 and named in done.stdout + done.stderr
+    assert not (tmp_path / "results").exists() and not (tmp_path / "logs").exists()
+
+
+# --- NaN or Inf hidden states ---------------------------------------------------------------------------------
+
+def test_non_finite_hidden_states_are_named_by_model_checkpoint_and_layer(tmp_path):
+    """A tiny BERT whose second block's output norm overflows (an Inf weight, as fp16 overflow leaves it)."""
+    minilm = checkpoints("minilm", yaml.safe_load(TINY.read_text())["models"]["minilm"])[0].location
+    tokenizer = transformers.AutoTokenizer.from_pretrained(minilm)
+    torch.manual_seed(0)
+    model = transformers.BertModel(transformers.BertConfig(vocab_size=len(tokenizer), hidden_size=16,
+                                                           num_hidden_layers=3, num_attention_heads=2,
+                                                           intermediate_size=32))
+    with torch.no_grad():
+        model.encoder.layer[1].output.LayerNorm.weight[0] = float("inf")
+    model.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    entry = {"path": str(tmp_path / "model"), "kind": "encoder", "layers": 3, "batch_size": 4, "max_length": 32}
+    [checkpoint] = checkpoints("overflowing", entry)
+    windows = ["Anisotropy rises in the middle layers of a decoder.", "A bell-shaped curve of intrinsic dimension."]
+    with pytest.raises(FloatingPointError, match=r"overflowing/main layer 2: .*non-finite.*dtype: float32"):
+        extract(checkpoint, entry, windows, 20, tmp_path / "shards")
+    assert not list((tmp_path / "shards").glob("*.parquet"))  # nothing stored, so nothing averaged
+
+
+# --- disk -----------------------------------------------------------------------------------------------------
+
+def test_evict_weights_frees_a_checkpoint_s_weights_and_keeps_what_others_share(tmp_path, monkeypatch):
+    """A Hugging Face cache laid out as huggingface_hub writes it: blobs by sha256, snapshots of links, refs."""
+    from huggingface_hub import constants
+
+    repo = tmp_path / "hub" / "models--org--tiny"
+    files = {"step1": {"model.safetensors": b"weights one", "shared.safetensors": b"same bytes", "config.json": b"{}"},
+             "step2": {"model.safetensors": b"weights two", "shared.safetensors": b"same bytes", "config.json": b"{}"}}
+    for revision, contents in files.items():
+        commit = hashlib.sha1(revision.encode()).hexdigest()
+        for name, data in contents.items():
+            blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
+            blob.parent.mkdir(parents=True, exist_ok=True)
+            blob.write_bytes(data)
+            (repo / "snapshots" / commit).mkdir(parents=True, exist_ok=True)
+            (repo / "snapshots" / commit / name).symlink_to(os.path.relpath(blob, repo / "snapshots" / commit))
+        (repo / "refs").mkdir(exist_ok=True)
+        (repo / "refs" / revision).write_text(commit)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    entry = {"hub_id": "org/tiny", "kind": "decoder", "layers": 1, "checkpoints": ["step1", "step2"]}
+    first, second = (pin(checkpoint) for checkpoint in checkpoints("tiny", entry))
+    blob = lambda data: repo / "blobs" / hashlib.sha256(data).hexdigest()  # noqa: E731
+    deleted = evict_weights(first)
+    assert deleted == [blob(b"weights one")] and not blob(b"weights one").exists()
+    assert blob(b"same bytes").exists() and blob(b"weights two").exists()  # step2 still links them
+    assert (repo / "snapshots" / first["commit_sha"] / "config.json").exists()  # only weights leave
+    assert sorted(path.name for path in evict_weights(second)) == sorted(
+        [blob(b"weights two").name, blob(b"same bytes").name])
+
+
+# --- untrusted model code -------------------------------------------------------------------------------------
+
+def test_model_code_shipped_with_a_checkpoint_never_runs_unless_the_entry_opts_in(tmp_path):
+    """A checkpoint whose config points at its own Python code (auto_map), which would leave a marker file."""
+    model = tmp_path / "model"
+    model.mkdir()
+    marker = tmp_path / "code-ran"
+    (model / "config.json").write_text(
+        '{"model_type": "custom-net", "auto_map": {"AutoConfig": "configuration_net.NetConfig"}}')
+    (model / "configuration_net.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    (model / "model.safetensors").write_bytes(b"not loaded")
+    entry = {"path": str(model), "kind": "encoder", "layers": 1, "batch_size": 1, "max_length": 8}
+    [checkpoint] = checkpoints("custom", entry)
+    with pytest.raises(ValueError, match="trust_remote_code"):
+        extract(checkpoint, entry, ["A window of text."], 4, tmp_path / "shards")
+    assert not marker.exists()
