@@ -4,13 +4,16 @@ batch per layer), real files, real configs; one finished run is shared by the mo
 changes it.
 """
 
+import base64
 import hashlib
+import http.server
 import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -153,6 +156,44 @@ def test_a_new_metric_or_figure_runs_only_the_jobs_that_produce_it(finished, tmp
     assert without_figures(jobs) == {} and figure_jobs(jobs) == 1
 
 
+def save_tiny_bert(directory: Path, seed: int) -> None:
+    """A two-block BERT with random weights (the seed makes each checkpoint's weights its own) and MiniLM's
+    tokenizer, saved as a training run saves a checkpoint."""
+    tokenizer = transformers.AutoTokenizer.from_pretrained(
+        checkpoints("minilm", yaml.safe_load(TINY.read_text())["models"]["minilm"])[0].location)
+    torch.manual_seed(seed)
+    model = transformers.BertModel(transformers.BertConfig(vocab_size=len(tokenizer), hidden_size=16,
+                                                           num_hidden_layers=2, num_attention_heads=2,
+                                                           intermediate_size=32))
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+
+
+def test_a_new_checkpoint_runs_only_its_own_jobs_on_a_finished_run(finished, tmp_path):
+    """A local model whose checkpoints are subdirectories: the first run knows step1; training then saves step2 and
+    the config lists it too. Only step2's pin, extraction and metrics run, then the table and figures."""
+    workdir = copy_of(finished, tmp_path)
+    model = tmp_path / "local-model"
+    save_tiny_bert(model / "step1", seed=1)
+    entry = {"path": str(model), "checkpoints": ["step1"], "kind": "encoder", "layers": 2, "max_length": 32}
+    one = variant(tmp_path, lambda c: c["models"].update(local=entry), "one.yaml")
+    snakemake(workdir, "--cores", "2", config=one)
+    save_tiny_bert(model / "step2", seed=2)
+    two = variant(tmp_path, lambda c: c["models"].update(local={**entry, "checkpoints": ["step1", "step2"]}),
+                  "two.yaml")
+    old = {path: path.stat().st_mtime_ns for path in (workdir / "results").rglob("*")
+           if path.is_file() and ("local/step1" in str(path) or "minilm/" in str(path))}
+    assert len([path for path in old if "local/step1" in str(path)]) >= 3  # lock, manifest, shards, metrics
+    jobs = planned(workdir, config=two)
+    assert without_figures(jobs) == {
+        "pin_checkpoint": 1, "extract_hidden_states": 1, "measure_layers": 1, "tabulate_metrics": 1}
+    assert figure_jobs(jobs) == 1
+    snakemake(workdir, "--cores", "2", config=two)
+    assert {path: path.stat().st_mtime_ns for path in old} == old  # step1's (and minilm's) files were not rewritten
+    assert planned(workdir, config=two) == {}
+    assert problems(load_config(two), workdir) == []
+
+
 # --- SIGKILL, then rerun; the same config twice --------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -198,6 +239,110 @@ def test_same_config_and_seed_give_bit_identical_tables_and_figures(finished, ki
     assert len(outputs) >= 5
     for output in outputs:
         assert (finished / output).read_bytes() == (rerun / output).read_bytes(), output
+
+
+class SlowDump(http.server.BaseHTTPRequestHandler):
+    """Serves server.payload in 40 pieces over ~2 s, honouring Range: a download that a test can kill halfway."""
+
+    def do_GET(self):
+        payload, asked = self.server.payload, self.headers.get("Range")
+        self.server.ranges.append(asked)
+        start = int(asked.removeprefix("bytes=").rstrip("-")) if asked else 0
+        self.send_response(206 if asked else 200)
+        if asked:
+            self.send_header("Content-Range", f"bytes {start}-{len(payload) - 1}/{len(payload)}")
+        self.send_header("Content-Length", str(len(payload) - start))
+        self.end_headers()
+        piece = len(payload) // 40 + 1
+        try:
+            for offset in range(start, len(payload), piece):
+                self.wfile.write(payload[offset:offset + piece])
+                self.wfile.flush()
+                time.sleep(0.05)
+        except ConnectionError:  # the client was killed
+            pass
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def slow_dump(finished):
+    """The tiny preset's corpus (plain XML) served slowly on localhost; yields the server."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), SlowDump)
+    server.payload, server.ranges = (finished / "results/corpus/enwiki-sample/raw.xml").read_bytes(), []
+    threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True).start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def marked_incomplete(workdir: Path) -> set[str]:
+    """Outputs whose job Snakemake started and never saw finish (.snakemake/incomplete/<urlsafe base64 of path>)."""
+    root = workdir / ".snakemake/incomplete"
+    return {base64.urlsafe_b64decode("".join(part.lstrip("@") for part in path.relative_to(root).parts)).decode()
+            for path in root.rglob("*") if path.is_file()}
+
+
+TRAINED = {"train": {"arch": "gpt_neox", "steps": {"last": 300, "every": 300, "log_until": 0}, "d_model": 32,
+                     "num_heads": 2, "batch_size": 8},  # saves step0, trains 300 steps (~2 s), saves step300
+           "kind": "decoder", "layers": 2, "max_length": 32, "text_unit": "byte"}
+DOWNSTREAM = {"extract_hidden_states": 1, "measure_layers": 1, "tabulate_metrics": 1}
+# stage -> (files removed from the finished run, the file whose appearance shows the job at work, its outputs,
+# the jobs to rerun after the kill); {url} is the slow server's.
+KILLED_STAGES = {
+    "obtain_corpus": (["results/corpus/enwiki-sample/raw.xml"],
+                      "results/corpus/enwiki-sample/downloads/raw.xml.part", ["results/corpus/enwiki-sample/raw.xml"],
+                      {"obtain_corpus": 1, "clean_corpus": 1, "sample_windows": 1, **DOWNSTREAM}),
+    "train_model": ([], "results/models/trained/step0", ["results/models/trained"],
+                    {"train_model": 1, "pin_checkpoint": 2, "extract_hidden_states": 2, "measure_layers": 2,
+                     "tabulate_metrics": 1}),
+    "measure_layers": (["results/metrics/minilm/main/layer_0-6.parquet", "logs/metrics/minilm/main/layer_0-6.log"],
+                       "logs/metrics/minilm/main/layer_0-6.log", ["results/metrics/minilm/main/layer_0-6.parquet"],
+                       {"measure_layers": 1, "tabulate_metrics": 1}),
+    "tabulate_metrics": (["results/tables/metrics.parquet", "logs/tables/tabulate_metrics.log"],
+                         "logs/tables/tabulate_metrics.log",
+                         ["results/tables/metrics.parquet", "results/tables/summary.parquet",
+                          "results/tables/summary.csv"],
+                         {"tabulate_metrics": 1}),
+}
+
+
+@pytest.mark.parametrize("stage", KILLED_STAGES)
+def test_sigkill_during_any_stage_reruns_only_the_killed_job_and_what_depends_on_it(finished, tmp_path, slow_dump,
+                                                                                  stage):
+    """Download (over a slow HTTP server), training (a tiny model), metrics and table: Snakemake and its jobs are
+    killed with SIGKILL while the job works; after `--unlock` the dry run plans that job and what depends on it,
+    its outputs are absent or marked incomplete (never taken as finished), and the rerun completes the run."""
+    removed, at_work, outputs, expected = KILLED_STAGES[stage]
+    workdir = copy_of(finished, tmp_path)
+    for path in removed:
+        (workdir / path).unlink()
+    config = variant(tmp_path, {
+        "obtain_corpus": lambda c: c["corpus"].update(gensim_sample=False,
+                                                      url=f"http://127.0.0.1:{slow_dump.server_port}/raw.xml"),
+        "train_model": lambda c: c["models"].update(trained=TRAINED),
+    }.get(stage, lambda c: None))
+    process = subprocess.Popen([SNAKEMAKE, "--directory", workdir, "--configfile", config, "--cores", "2"], cwd=REPO,
+                               env=ENV, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not (workdir / at_work).exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    running = process.poll() is None and (workdir / at_work).exists()
+    os.killpg(process.pid, signal.SIGKILL)  # Snakemake and its jobs, as a node failure would
+    process.wait()
+    assert running, f"the {stage} job was not at work when killed"
+    incomplete = marked_incomplete(workdir)
+    assert all(not (workdir / path).exists() or path in incomplete for path in outputs), (outputs, incomplete)
+    snakemake(workdir, "--unlock")
+    jobs = planned(workdir, config=config)
+    assert without_figures(jobs) == expected
+    assert figure_jobs(jobs) == 1
+    snakemake(workdir, "--cores", "2", config=config)
+    assert problems(load_config(config), workdir) == []
+    assert planned(workdir, config=config) == {}
+    if stage == "obtain_corpus":  # the partial download was kept aside as .part and resumed, not used as the dump
+        assert slow_dump.ranges[0] is None and slow_dump.ranges[-1].startswith("bytes=")
 
 
 # --- broken files ----------------------------------------------------------------------------------------------
