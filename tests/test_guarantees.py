@@ -49,7 +49,11 @@ def snakemake(workdir: Path, *args, config: Path = TINY, check: bool = True) -> 
 
 def planned(workdir: Path, *args, config: Path = TINY) -> dict[str, int]:
     """rule -> jobs that a dry run would execute now (empty: nothing to do)."""
-    done = snakemake(workdir, "-n", "--quiet", "rules", *args, config=config)
+    return job_stats(snakemake(workdir, "-n", "--quiet", "rules", *args, config=config))
+
+
+def job_stats(done: subprocess.CompletedProcess) -> dict[str, int]:
+    """rule -> jobs in the "Job stats" table that Snakemake prints before it runs (or dry-runs) them."""
     counts = (re.fullmatch(r"(\w+)\s+(\d+)", line.strip()) for line in (done.stdout + done.stderr).splitlines())
     return {m[1]: int(m[2]) for m in counts if m and m[1] not in ("total", "all")}
 
@@ -184,11 +188,10 @@ def test_a_new_checkpoint_runs_only_its_own_jobs_on_a_finished_run(finished, tmp
     old = {path: path.stat().st_mtime_ns for path in (workdir / "results").rglob("*")
            if path.is_file() and ("local/step1" in str(path) or "minilm/" in str(path))}
     assert len([path for path in old if "local/step1" in str(path)]) >= 3  # lock, manifest, shards, metrics
-    jobs = planned(workdir, config=two)
+    jobs = job_stats(snakemake(workdir, "--cores", "2", "--quiet", "rules", config=two))  # the jobs that ran
     assert without_figures(jobs) == {
         "pin_checkpoint": 1, "extract_hidden_states": 1, "measure_layers": 1, "tabulate_metrics": 1}
     assert figure_jobs(jobs) == 1
-    snakemake(workdir, "--cores", "2", config=two)
     assert {path: path.stat().st_mtime_ns for path in old} == old  # step1's (and minilm's) files were not rewritten
     assert problems(load_config(two), workdir) == []
 
@@ -311,8 +314,8 @@ def test_sigkill_during_any_stage_reruns_only_the_killed_job_and_what_depends_on
                                                                                   stage):
     """Download (over a slow HTTP server), training (a tiny model), metrics and table: Snakemake and its jobs are
     killed with SIGKILL while the job works. Its outputs are marked incomplete (a half-written file is put where the
-    job had not written yet); after `--unlock` the dry run plans that job and what depends on it, not the finished
-    jobs upstream, and the rerun completes the run with the bytes of a run never killed."""
+    job had not written yet); after `--unlock` the rerun runs that job and what depends on it, not the finished jobs
+    upstream, and completes the run with the bytes of a run never killed."""
     removed, at_work, outputs, expected = KILLED_STAGES[stage]
     workdir = copy_of(finished, tmp_path)
     for path in removed:
@@ -338,10 +341,9 @@ def test_sigkill_during_any_stage_reruns_only_the_killed_job_and_what_depends_on
         if not (workdir / path).exists() and (finished / path).is_file():
             truncated(finished / path, workdir / path)
     snakemake(workdir, "--unlock")
-    jobs = planned(workdir, config=config)
+    jobs = job_stats(snakemake(workdir, "--cores", "2", "--quiet", "rules", config=config))  # the jobs that ran
     assert without_figures(jobs) == expected
     assert figure_jobs(jobs) == 1
-    snakemake(workdir, "--cores", "2", config=config)
     assert problems(load_config(config), workdir) == []
     for path in outputs:  # made again, the same bytes as the run never killed
         assert not (finished / path).is_file() or (workdir / path).read_bytes() == (finished / path).read_bytes()
