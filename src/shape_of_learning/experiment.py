@@ -84,7 +84,8 @@ def _explain(error, where: str) -> str:
         same_type = [e for e in error.context if not (e.validator == "type" and not e.relative_path)]
         error = jsonschema.exceptions.best_match(same_type or error.context)
     if error.validator == "enum":
-        return f"{_key(where, error)}: {error.instance!r} is not allowed; allowed: {', '.join(map(str, error.validator_value))}"
+        allowed = ", ".join(map(str, error.validator_value))
+        return f"{_key(where, error)}: {error.instance!r} is not allowed; allowed: {allowed}"
     if error.validator == "additionalProperties":
         allowed = ", ".join(sorted(error.schema.get("properties", {})))
         return f"{_key(where, error)}: {error.message}; allowed keys: {allowed}"

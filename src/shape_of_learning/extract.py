@@ -53,7 +53,8 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
     `items` are the corpus of the entry's ``modality``: text windows (str), or image or audio files (bytes).
 
     `entry` is the model's validated config entry (``layers``, ``batch_size``, ``max_length``, ``dtype``,
-    ``tokenizer``, ``trust_remote_code``, ``modality``, ``weights``; see `experiment.validate_model_entry`); `pin` is :func:`shape_of_learning.pinning.pin` of the checkpoint (computed if None):
+    ``tokenizer``, ``trust_remote_code``, ``modality``, ``weights``; see `experiment.validate_model_entry`); `pin`
+    is :func:`shape_of_learning.pinning.pin` of the checkpoint (computed if None):
     Hub weights load by its commit sha, in the format it chose (safetensors, or PyTorch files through
     ``torch.load(weights_only=True)``, which refuses pickled code). ``device="auto"``: CUDA if present, else CPU.
     `dtype` (extraction.dtype; the entry's own ``dtype`` wins where set): ``auto`` is bf16 on CUDA (fp16 where the
