@@ -5,6 +5,7 @@ the output of a real `snakemake -n`, not of a real run."""
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -104,7 +105,7 @@ def test_peak_disk_by_eviction_and_kept_shards(run):
     assert peak(found, evict_weights=False, keep_embeddings=False) == Bytes(1200 + max(shards), 1)
     assert peak(found, evict_weights=True, keep_embeddings=False) == Bytes(700 + max(shards), 1)
     text = summary(config(evict_weights=True), found)
-    assert "download: ≥ 1.2 kB (1 checkpoints unpinned and not in the HF cache" in text
+    assert "download: ≥ 1.2 kB (1 checkpoints unpinned and not in the HF cache; add --hub" in text
     assert f"peak disk, evict_weights: true: ≥ {disk.human(700 + max(shards))} (this config) with keep_embeddings: " \
            "false" in text
     assert len(text.splitlines()) == 5
@@ -120,15 +121,25 @@ def test_hub_sizes_only_when_asked(run, monkeypatch, capsys):
                 SimpleNamespace(rfilename="model.safetensors", lfs=SimpleNamespace(sha256="3" * 64), size=4000),
                 SimpleNamespace(rfilename="config.json", lfs=None, blob_id="b" * 40, size=600)])
 
+    def fake_download(repo, filename, revision):
+        calls.append((repo, filename, revision))
+        (run / "fetched.json").write_text(json.dumps({"n_embd": 16}))
+        return str(run / "fetched.json")
+
     monkeypatch.setattr(pinning, "HfApi", FakeApi)
+    monkeypatch.setattr(disk, "hf_hub_download", fake_download)
     assert volumes(config())[0].downloads[2] is None and calls == []  # offline by default
     assert volumes(config(), hub=True)[0].downloads == [700, 500, 4000]
     assert calls == [(REPO_ID, "step3", True)]  # only the checkpoint known nowhere else
+    shutil.rmtree(run / "cache")  # no local config.json now, nor step2's files
+    assert volumes(config(), hub=True)[0].hidden_size == 16
+    assert calls[-1] == (REPO_ID, "config.json", "step1") and len(calls) == 4  # step2 and step3's sizes, config.json
+    calls.clear()
     path = run / "config.yaml"
     path.write_text(yaml.safe_dump(config()))
     assert disk.main([str(path), "--hub", "--directory", str(run)]) == 0
     out = capsys.readouterr().out
-    assert "tiny " in out and "5.2 kB" in out and "download: 5.2 kB\n" in out
+    assert "tiny " in out and "8.7 kB" in out and "download: 8.7 kB\n" in out and len(calls) == 3
 
 
 def snakemake(workdir: Path, *args) -> subprocess.CompletedProcess:

@@ -25,6 +25,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from huggingface_hub import hf_hub_download
+
 from shape_of_learning import pinning
 from shape_of_learning.experiment import load_config, plan
 from shape_of_learning.registry import Checkpoint
@@ -90,6 +92,9 @@ def volumes(config: dict, experiment=None, hub: bool = False) -> list[ModelVolum
         hidden = next(filter(None, (hidden_size(ckpt, lock) for ckpt, lock in zip(ckpts, locks))), None)
         if "finetune" in entry and not hidden:  # fine-tuning keeps the base model's width
             hidden = next((v.hidden_size for v in found if v.model == entry["finetune"]["base"]), None)
+        if hub and not hidden and ckpts[0].source == "hub":  # its config.json (a few kB) into the HF cache
+            hidden = hidden_size(ckpts[0], None, hf_hub_download(
+                ckpts[0].location, "config.json", revision=ckpts[0].revision))
         shard = tokens * (entry["layers"] + 1) * hidden * itemsize if hidden else None
         found.append(ModelVolume(model, downloads, hidden, shard))
     return found
@@ -121,11 +126,11 @@ def hub_download(ckpt: Checkpoint, weights: str) -> int | None:
     return None if any(sizes[name] is None for name in chosen) else sum(sizes[name] for name in chosen)
 
 
-def hidden_size(ckpt: Checkpoint, lock: dict | None) -> int | None:
-    """The model's width from a local config.json (the checkpoint's directory, or its HF cache snapshot)."""
+def hidden_size(ckpt: Checkpoint, lock: dict | None, config: str | None = None) -> int | None:
+    """The model's width from a local config.json: `config`, else the checkpoint's directory or its cache snapshot."""
     snapshot = _snapshot(ckpt, lock) if ckpt.source == "hub" else Path(ckpt.location)
     try:
-        settings = json.loads((snapshot / "config.json").read_text())
+        settings = json.loads(Path(config or snapshot / "config.json").read_text())
     except (TypeError, OSError, ValueError):
         return None
     return next((settings[key] for key in HIDDEN_SIZE_KEYS if isinstance(settings.get(key), int)), None)
@@ -175,11 +180,13 @@ def summary(config: dict, found: list[ModelVolume]) -> str:
     lines = [f"Disk and download volume of {sum(len(v.downloads) for v in found)} checkpoints of {len(found)} models "
              "(from results/lock/, the HF cache and local model directories; per model: "
              "python -m shape_of_learning.disk CONFIG):",
-             f"  download: {download}" + (f" ({download.unknown} checkpoints unpinned and not in the HF cache: "
-                                          "unknown until pinned)" if download.unknown else "")]
-    lines.append(f"  hidden-state shards ({extraction['store_dtype']}): {shards} in all"
+             f"  download: {download}" + (f" ({download.unknown} checkpoints unpinned and not in the HF cache; "
+                                          "add --hub to the command above to ask the Hub)" if download.unknown else "")]
+    lines.append(f"  hidden-state shards ({extraction['store_dtype']}): {shards}{' in all' if shards.known else ''}"
                  + (f" (hidden size unknown for {len(no_width)} of {len(found)} models: no local config.json)"
                     if no_width else ""))
+    if not any(peak(found, evict, keep).known for evict in (False, True) for keep in (False, True)):
+        return "\n".join([*lines, "  peak disk: unknown until the sizes above are"])
     for evict in (False, True):
         settings = [f"{peak(found, evict, keep)}{' (this config)' if (evict, keep) == current else ''} with "
                     f"keep_embeddings: {str(keep).lower()}" for keep in (False, True)]
@@ -212,7 +219,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("configfile", nargs="+", type=Path, help="config or presets (later ones override)")
     parser.add_argument("--directory", type=Path, default=Path("."), help="the run's working directory")
-    parser.add_argument("--hub", action="store_true", help="ask the Hub the sizes of unpinned, uncached checkpoints")
+    parser.add_argument("--hub", action="store_true", help="ask the Hub the sizes of unpinned, uncached checkpoints "
+                        "(one model_info each) and fetch config.json where no local copy gives the hidden size")
     args = parser.parse_args(argv)
     paths = [path.resolve() for path in args.configfile]
     os.chdir(args.directory)  # where the run's results/lock/ and relative `path:` entries are
