@@ -67,14 +67,14 @@ class ModelVolume:
 
     @property
     def download(self) -> Bytes:
-        return sum((one(size) for size in self.downloads), Bytes())
+        return sum(map(as_bytes, self.downloads), Bytes())
 
     @property
     def shards(self) -> Bytes:
         return Bytes((self.shard_bytes or 0) * len(self.downloads), 0 if self.shard_bytes else len(self.downloads))
 
 
-def one(size: int | None) -> Bytes:
+def as_bytes(size: int | None) -> Bytes:
     return Bytes(0, 1) if size is None else Bytes(size)
 
 
@@ -128,10 +128,12 @@ def hub_download(ckpt: Checkpoint, weights: str) -> int | None:
 
 def hidden_size(ckpt: Checkpoint, lock: dict | None, config: str | None = None) -> int | None:
     """The model's width from a local config.json: `config`, else the checkpoint's directory or its cache snapshot."""
-    snapshot = _snapshot(ckpt, lock) if ckpt.source == "hub" else Path(ckpt.location)
+    folder = _snapshot(ckpt, lock) if ckpt.source == "hub" else Path(ckpt.location)
+    if not config and not folder:
+        return None
     try:
-        settings = json.loads(Path(config or snapshot / "config.json").read_text())
-    except (TypeError, OSError, ValueError):
+        settings = json.loads(Path(config or folder / "config.json").read_text())
+    except (OSError, ValueError):
         return None
     return next((settings[key] for key in HIDDEN_SIZE_KEYS if isinstance(settings.get(key), int)), None)
 
@@ -199,7 +201,7 @@ def peak(found: list[ModelVolume], evict_weights: bool, keep_embeddings: bool) -
     (or of the largest, temp() shards leaving once their metrics are done): one extraction in flight at a time."""
     downloads = [size for v in found for size in v.downloads]
     weights = (Bytes(max(filter(None, downloads), default=0), downloads.count(None)) if evict_weights
-               else sum(map(one, downloads), Bytes()))
+               else sum(map(as_bytes, downloads), Bytes()))
     shards = (sum((v.shards for v in found), Bytes()) if keep_embeddings else
               Bytes(max((v.shard_bytes or 0 for v in found), default=0), sum(not v.shard_bytes for v in found)))
     return weights + shards
