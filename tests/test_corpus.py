@@ -328,9 +328,10 @@ def clean_text(request, tmp_path):
         path, text, stats = request.getfixturevalue("enwik8_head_clean")
         return path, text, stats["sha256_out"]
     rng = np.random.default_rng(0)
-    words = ["".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz"), size=n)) for n in rng.integers(1, 13, 150_000)]
-    separators = rng.choice([" ", "\n"], size=len(words), p=[0.95, 0.05])
-    text = "".join(word + separator for word, separator in zip(words, separators))
+    ends = np.cumsum(rng.integers(1, 13, 150_000) + 1) - 1  # each word is followed by a space or a line break
+    letters = rng.integers(ord("a"), ord("z") + 1, ends[-1] + 1).astype(np.uint8)
+    letters[ends] = np.where(rng.random(len(ends)) < 0.95, ord(" "), ord("\n"))
+    text = letters.tobytes().decode()
     path = tmp_path / "clean.txt"
     path.write_text(text)
     return path, text, hashlib.sha256(text.encode()).hexdigest()

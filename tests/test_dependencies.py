@@ -13,7 +13,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def pins(*files: str) -> list[str]:
-    lines = [line.split("#")[0].strip() for file in files for line in (REPO / "requirements" / file).read_text().splitlines()]
+    text = "\n".join((REPO / "requirements" / file).read_text() for file in files)
+    lines = [line.split("#")[0].strip() for line in text.splitlines()]
     return [line for line in lines if line]
 
 

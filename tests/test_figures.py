@@ -12,6 +12,11 @@ from shape_of_learning.experiment import Figure, config_schema, load_config, pla
 
 REPO = Path(__file__).resolve().parents[1]
 
+# What the workflow passes (a figure's settings, validated with the schema's defaults): the functions have none.
+FIGURE_1 = {"metric": "anisotropy", "duplicates": "omit"}
+FIGURE_4 = {"metric": "id_twonn", "duplicates": "omit", "layer_average_over": {"embedding": True, "final_norm": True}}
+FIGURE_5 = {"metrics": ["id_twonn", "id_mada", "id_mom"], "duplicates": "omit",
+            "layer_average_over": FIGURE_4["layer_average_over"]}
 DECODER_STEPS = {"step0": 0, "step10": 10, "step100": 100}
 
 
@@ -59,7 +64,7 @@ def outputs(tmp_path, name):
 
 
 def test_anisotropy_by_layer_plots_final_checkpoints(summary, tmp_path):
-    figure = figures.anisotropy_by_layer(summary, *outputs(tmp_path, "fig1"))
+    figure = figures.anisotropy_by_layer(summary, *outputs(tmp_path, "fig1"), **FIGURE_1)
     assert_written(tmp_path, "fig1")
     encoders, decoders = figure.axes
     assert (encoders.get_title(), decoders.get_title()) == ("Encoders", "Decoders")
@@ -77,7 +82,7 @@ def test_anisotropy_by_layer_plots_final_checkpoints(summary, tmp_path):
 
 
 def test_anisotropy_by_layer_single_kind_and_band(summary, tmp_path):
-    figure = figures.anisotropy_by_layer(summary, *outputs(tmp_path, "dec"), models=["dec4"])
+    figure = figures.anisotropy_by_layer(summary, *outputs(tmp_path, "dec"), models=["dec4"], **FIGURE_1)
     (ax,) = figure.axes
     assert ax.get_title() == "Decoders" and list(plotted(ax)) == ["dec4 (step100)"]
     band = ax.collections[0].get_paths()[0].vertices[:, 1]
@@ -85,7 +90,7 @@ def test_anisotropy_by_layer_single_kind_and_band(summary, tmp_path):
 
 
 def test_profile_across_checkpoints_one_line_per_step(summary, tmp_path, caplog):
-    figure = figures.profile_across_checkpoints(summary, "dec4", *outputs(tmp_path, "fig3"))
+    figure = figures.profile_across_checkpoints(summary, "dec4", *outputs(tmp_path, "fig3"), **FIGURE_1)
     assert_written(tmp_path, "fig3")
     assert "main" in caplog.text  # the step -1 checkpoint is skipped, and said so
     ax, colourbar = figure.axes
@@ -101,7 +106,7 @@ def test_profile_across_checkpoints_one_line_per_step(summary, tmp_path, caplog)
 
 
 def test_id_across_checkpoints_averages_layers(summary, tmp_path):
-    figure = figures.id_across_checkpoints(summary, ["dec4"], *outputs(tmp_path, "fig4"))
+    figure = figures.id_across_checkpoints(summary, ["dec4"], *outputs(tmp_path, "fig4"), **FIGURE_4)
     assert_written(tmp_path, "fig4")
     (ax,) = figure.axes
     x, y = plotted(ax)["dec4"]
@@ -113,7 +118,7 @@ def test_id_across_checkpoints_averages_layers(summary, tmp_path):
 
 
 def test_id_estimators_one_panel_per_metric(summary, tmp_path):
-    figure = figures.id_estimators(summary, "dec4", *outputs(tmp_path, "fig5"))
+    figure = figures.id_estimators(summary, "dec4", *outputs(tmp_path, "fig5"), **FIGURE_5)
     assert_written(tmp_path, "fig5")
     assert [ax.get_title() for ax in figure.axes] == [figures.METRIC_LABELS[m] for m in ("id_twonn", "id_mada",
                                                                                          "id_mom")]
@@ -125,20 +130,24 @@ def test_id_estimators_one_panel_per_metric(summary, tmp_path):
 
 def test_output_is_byte_identical_across_runs(summary, tmp_path):
     first, second = outputs(tmp_path, "a"), outputs(tmp_path, "b")
-    figures.id_across_checkpoints(summary, ["dec4"], *first)
-    figures.id_across_checkpoints(summary, ["dec4"], *second)
+    figures.id_across_checkpoints(summary, ["dec4"], *first, **FIGURE_4)
+    figures.id_across_checkpoints(summary, ["dec4"], *second, **FIGURE_4)
     for a, b in zip(first, second):
         assert a.read_bytes() == b.read_bytes()
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda s, o: figures.profile_across_checkpoints(s, "gpt2", *o), r"\['gpt2'\] not in the summary.*dec4"),
-    (lambda s, o: figures.anisotropy_by_layer(s, *o, metric="isoscore"), r"\['isoscore'\].*available.*anisotropy"),
-    (lambda s, o: figures.id_estimators(s, "enc6", *o), r"enc6/id_twonn.*'enc6': \['anisotropy'\]"),
-    (lambda s, o: figures.id_across_checkpoints(s.drop(columns="std"), ["dec4"], *o), r"lacks column.*'std'"),
-    (lambda s, o: figures.anisotropy_by_layer(pd.concat([s, s.head(1)]), *o), "repeated"),
-    (lambda s, o: figures.id_across_checkpoints(s[s.layer != 2], ["dec4"], *o), "every layer"),
-    (lambda s, o: figures.profile_across_checkpoints(s, "enc6", *o), r"\['enc6'\] have no training checkpoints"),
+    (lambda s, o: figures.profile_across_checkpoints(s, "gpt2", *o, **FIGURE_1),
+     r"\['gpt2'\] not in the summary.*dec4"),
+    (lambda s, o: figures.anisotropy_by_layer(s, *o, **{**FIGURE_1, "metric": "isoscore"}),
+     r"\['isoscore'\].*available.*anisotropy"),
+    (lambda s, o: figures.id_estimators(s, "enc6", *o, **FIGURE_5), r"enc6/id_twonn.*'enc6': \['anisotropy'\]"),
+    (lambda s, o: figures.id_across_checkpoints(s.drop(columns="std"), ["dec4"], *o, **FIGURE_4),
+     r"lacks column.*'std'"),
+    (lambda s, o: figures.anisotropy_by_layer(pd.concat([s, s.head(1)]), *o, **FIGURE_1), "repeated"),
+    (lambda s, o: figures.id_across_checkpoints(s[s.layer != 2], ["dec4"], *o, **FIGURE_4), "every layer"),
+    (lambda s, o: figures.profile_across_checkpoints(s, "enc6", *o, **FIGURE_1),
+     r"\['enc6'\] have no training checkpoints"),
 ])
 def test_bad_input_names_the_problem(summary, tmp_path, call, message):
     with pytest.raises(ValueError, match=message):
@@ -158,14 +167,15 @@ def footnote_text(figure) -> str:
 
 def test_duplicated_checkpoints_are_left_out_and_named_or_marked(summary, tmp_path):
     flagged = flag(flag(summary, "step10", identical_to="main"), "step0", shared_files="shard-1.bin=step10")
-    figure = figures.profile_across_checkpoints(flagged, "dec4", *outputs(tmp_path, "omit"))
+    figure = figures.profile_across_checkpoints(flagged, "dec4", *outputs(tmp_path, "omit"), **FIGURE_1)
     (ax, _) = figure.axes
     assert list(plotted(ax)) == ["step100"]  # step0 and step10 are not their step's training state
     note = footnote_text(figure)
     assert "Left out" in note and "dec4/step10 (same weights as main)" in note
     assert "dec4/step0 (shares shard-1.bin=step10)" in note
 
-    figure = figures.id_across_checkpoints(flagged, ["dec4"], *outputs(tmp_path, "mark"), duplicates="mark")
+    figure = figures.id_across_checkpoints(flagged, ["dec4"], *outputs(tmp_path, "mark"),
+                                           **{**FIGURE_4, "duplicates": "mark"})
     (ax,) = figure.axes
     np.testing.assert_array_equal(plotted(ax)["dec4"][0], [0, 10, 100])  # all drawn ...
     hollow = ax.collections[-1]
@@ -173,7 +183,7 @@ def test_duplicated_checkpoints_are_left_out_and_named_or_marked(summary, tmp_pa
     assert "Hollow markers" in footnote_text(figure)
 
     figure = figures.anisotropy_by_layer(flag(summary, "step100", identical_to="main"), *outputs(tmp_path, "f1"),
-                                         models=["dec4"])
+                                         models=["dec4"], **FIGURE_1)
     assert list(plotted(figure.axes[0])) == ["dec4 (step10)"]  # the last checkpoint of its own
     assert "dec4/step100 (same weights as main)" in footnote_text(figure)
 
@@ -181,7 +191,7 @@ def test_duplicated_checkpoints_are_left_out_and_named_or_marked(summary, tmp_pa
 def test_a_model_whose_every_checkpoint_is_duplicated_is_an_error_that_suggests_mark(summary, tmp_path):
     flagged = summary.assign(identical_to=np.where(summary["model"] == "dec8", "other", None))
     with pytest.raises(ValueError, match=r"every checkpoint of \['dec8'\].*figures.duplicates: mark"):
-        figures.anisotropy_by_layer(flagged, *outputs(tmp_path, "x"), models=["dec8"])
+        figures.anisotropy_by_layer(flagged, *outputs(tmp_path, "x"), models=["dec8"], **FIGURE_1)
 
 
 def test_layer_average_can_leave_out_the_embedding_and_final_norm_layers(summary, tmp_path):
@@ -189,7 +199,9 @@ def test_layer_average_can_leave_out_the_embedding_and_final_norm_layers(summary
     # dec4's id levels are level + layer for layers 0..4: means over 0..4 = level+2, 1..4 = level+2.5, 0..3 = level+1.5
     for over, offset in (({}, 2.0), ({"embedding": False}, 2.5), ({"final_norm": False}, 1.5),
                          ({"embedding": False, "final_norm": False}, 2.0)):
-        figure = figures.id_across_checkpoints(with_norm, ["dec4"], *outputs(tmp_path, "avg"), layer_average_over=over)
+        over = {"embedding": True, "final_norm": True, **over}
+        figure = figures.id_across_checkpoints(with_norm, ["dec4"], *outputs(tmp_path, "avg"),
+                                               **{**FIGURE_4, "layer_average_over": over})
         np.testing.assert_allclose(plotted(figure.axes[0])["dec4"][1], np.array([5.0, 12.0, 8.0]) + offset)
     assert "Mean over layers 1..L, the last layer left out" in footnote_text(figure)
 
@@ -224,7 +236,8 @@ def test_plan_names_every_figure_of_the_demo_and_its_files_arguments_and_labels(
 
 
 def test_a_figure_draws_with_its_kind_and_renders_its_kinds_caption(summary, tmp_path):
-    figure = Figure("id_estimators_dec4", "id_estimators", {"model": "dec4", "metrics": ["id_twonn", "id_mada"]})
+    arguments = {**FIGURE_5, "model": "dec4", "metrics": ["id_twonn", "id_mada"]}
+    figure = Figure("id_estimators_dec4", "id_estimators", arguments)
     assert [ax.get_title() for ax in figure.draw(summary, *outputs(tmp_path, "f5")).axes] == [
         "Intrinsic dimension (TwoNN)", "Intrinsic dimension (MADA)"]
     assert_written(tmp_path, "f5")

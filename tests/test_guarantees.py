@@ -23,7 +23,7 @@ import transformers
 import yaml
 
 from shape_of_learning import corpus
-from shape_of_learning.experiment import load_config
+from shape_of_learning.experiment import load_config, validate_model_entry
 from shape_of_learning.extract import extract
 from shape_of_learning.pinning import evict_weights, pin, read_lock
 from shape_of_learning.registry import checkpoints
@@ -441,7 +441,8 @@ def test_non_finite_hidden_states_are_named_by_model_checkpoint_and_layer(tmp_pa
         model.encoder.layer[1].output.LayerNorm.weight[0] = float("inf")
     model.save_pretrained(tmp_path / "model")
     tokenizer.save_pretrained(tmp_path / "model")
-    entry = {"path": str(tmp_path / "model"), "kind": "encoder", "layers": 3, "batch_size": 4, "max_length": 32}
+    entry = validate_model_entry({"path": str(tmp_path / "model"), "kind": "encoder", "layers": 3, "batch_size": 4,
+                                  "max_length": 32})
     [checkpoint] = checkpoints("overflowing", entry)
     windows = ["Anisotropy rises in the middle layers of a decoder.", "A bell-shaped curve of intrinsic dimension."]
     with pytest.raises(FloatingPointError, match=r"overflowing/main layer 2: .*non-finite.*dtype: float32"):
@@ -492,7 +493,7 @@ def test_model_code_shipped_with_a_checkpoint_never_runs_unless_the_entry_opts_i
         '{"model_type": "custom-net", "auto_map": {"AutoConfig": "configuration_net.NetConfig"}}')
     (model / "configuration_net.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
     (model / "model.safetensors").write_bytes(b"not loaded")
-    entry = {"path": str(model), "kind": "encoder", "layers": 1, "batch_size": 1, "max_length": 8}
+    entry = validate_model_entry({"path": str(model), "kind": "encoder", "layers": 1, "batch_size": 1, "max_length": 8})
     [checkpoint] = checkpoints("custom", entry)
     with pytest.raises(ValueError, match="trust_remote_code"):
         extract(checkpoint, entry, ["A window of text."], 4, tmp_path / "shards")

@@ -365,7 +365,8 @@ def test_the_config_schema_rejects_an_unknown_metric_naming_the_registered_ones(
         validate_config(preset(names=["anisotropy", "id_foo"]))
     config = preset()
     config["figures"]["anisotropy_by_layer"]["metric"] = "anisotropy_foo"
-    with pytest.raises(ConfigError, match=re.escape(f"config.figures.anisotropy_by_layer.metric: 'anisotropy_foo' {allowed}")):
+    key = "config.figures.anisotropy_by_layer.metric"
+    with pytest.raises(ConfigError, match=re.escape(f"{key}: 'anisotropy_foo' {allowed}")):
         validate_config(config)
 
 

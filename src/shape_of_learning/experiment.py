@@ -13,6 +13,7 @@ import yaml
 
 from shape_of_learning.figures import FIGURE_KINDS
 from shape_of_learning.metrics.registry import METRICS
+from shape_of_learning.pinning import check_revisions_offline
 from shape_of_learning.registry import Checkpoint, checkpoints
 
 WORKFLOW = Path(__file__).resolve().parents[2] / "workflow"
@@ -84,7 +85,8 @@ def _explain(error, where: str) -> str:
         same_type = [e for e in error.context if not (e.validator == "type" and not e.relative_path)]
         error = jsonschema.exceptions.best_match(same_type or error.context)
     if error.validator == "enum":
-        return f"{_key(where, error)}: {error.instance!r} is not allowed; allowed: {', '.join(map(str, error.validator_value))}"
+        allowed = ", ".join(map(str, error.validator_value))
+        return f"{_key(where, error)}: {error.instance!r} is not allowed; allowed: {allowed}"
     if error.validator == "additionalProperties":
         allowed = ", ".join(sorted(error.schema.get("properties", {})))
         return f"{_key(where, error)}: {error.message}; allowed keys: {allowed}"
@@ -202,6 +204,7 @@ def plan(config: dict) -> Experiment:
                              "remove the model")
     experiment = Experiment(models, {name: checkpoints(name, entry) for name, entry in models.items()},
                             config["metrics"]["layers_per_job"])
+    check_revisions_offline(experiment.checkpoints, models)  # no network: local dirs, recorded or cached refs
     for kind, entry in config["figures"].items():
         if kind in FIGURE_KINDS:
             experiment.figures += plan_figures(kind, entry, config)

@@ -52,8 +52,9 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
 
     `items` are the corpus of the entry's ``modality``: text windows (str), or image or audio files (bytes).
 
-    `entry` is the model's config entry (``layers``, ``batch_size``, ``max_length``, ``dtype``, ``tokenizer``,
-    ``trust_remote_code``); `pin` is :func:`shape_of_learning.pinning.pin` of the checkpoint (computed if None):
+    `entry` is the model's validated config entry (``layers``, ``batch_size``, ``max_length``, ``dtype``,
+    ``tokenizer``, ``trust_remote_code``, ``modality``, ``weights``; see `experiment.validate_model_entry`); `pin`
+    is :func:`shape_of_learning.pinning.pin` of the checkpoint (computed if None):
     Hub weights load by its commit sha, in the format it chose (safetensors, or PyTorch files through
     ``torch.load(weights_only=True)``, which refuses pickled code). ``device="auto"``: CUDA if present, else CPU.
     `dtype` (extraction.dtype; the entry's own ``dtype`` wins where set): ``auto`` is bf16 on CUDA (fp16 where the
@@ -67,15 +68,15 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
         raise ValueError(f"store_dtype must be one of {sorted(STORE_DTYPES)}, got {store_dtype!r}")
     if n_tokens < 1:
         raise ValueError(f"{name}: n_tokens must be >= 1, got {n_tokens}")
-    pin = pin or pinning.pin(checkpoint, entry.get("weights", "auto"))
+    pin = pin or pinning.pin(checkpoint, entry["weights"])
     if (pin["model"], pin["checkpoint"], pin["location"]) != (checkpoint.model, checkpoint.name, checkpoint.location):
         raise ValueError(f"{name}: the pin given is for {pin['model']}/{pin['checkpoint']} at {pin['location']}; "
                          "pass this checkpoint's entry of the lock file")
     revision = pin["commit_sha"]  # None for local directories
-    trust_remote_code = entry.get("trust_remote_code", False)
-    device, dtype = _device_and_dtype(entry.get("dtype") or dtype, device)
-    max_length = entry.get("max_length", 512)
-    modality = entry.get("modality", "text")
+    trust_remote_code = entry["trust_remote_code"]
+    device, dtype = _device_and_dtype(entry["dtype"] or dtype, device)
+    max_length = entry["max_length"]
+    modality = entry["modality"]
 
     config = AutoConfig.from_pretrained(checkpoint.location, revision=revision, trust_remote_code=trust_remote_code)
     layers = depth(config)
@@ -116,10 +117,11 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
                     model_dtype=str(dtype).removeprefix("torch."), special_tokens=special_tokens, family=family,
                     last_layer_after_final_norm=after_final_norm)
     out_dir = Path(out_dir)
-    batch_size = entry.get("batch_size", 8)
-    # Encoding half-float lists into Parquet runs at ~150 MB/s per thread: on a GPU that, not the forward pass, is
-    # the bottleneck, so layers are written by parallel threads, overlapping the next batch's forward pass. On CPU
-    # the cores are busy with the forward pass and one writer thread suffices.
+    batch_size = entry["batch_size"]
+    # On a GPU each layer's copy to the host, its float16 conversion and its Parquet write (shards.py) run in writer
+    # threads that overlap the next batch's forward pass: there the writes, not the model, set the pace (README,
+    # "Benchmarks": 0.11x of the bare bf16 forward pass on an H200). On CPU the cores are busy with the forward
+    # pass and one writer thread suffices.
     writer_threads = min(layers + 1, len(os.sched_getaffinity(0))) if input_device.type == "cuda" else 1
     started = time.perf_counter()
     with ExitStack() as stack:

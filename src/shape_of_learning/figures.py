@@ -120,7 +120,7 @@ def training_checkpoints(rows: pd.DataFrame) -> pd.DataFrame:
     return rows
 
 
-def layer_average(rows: pd.DataFrame, embedding: bool = True, final_norm: bool = True) -> pd.DataFrame:
+def layer_average(rows: pd.DataFrame, embedding: bool, final_norm: bool) -> pd.DataFrame:
     """Per (model, metric, step): the mean over layers of the per-layer mean and of the per-layer std.
 
     Layers 0..num_layers, less layer 0 (the embedding output) unless `embedding`, and less a last layer taken after
@@ -206,8 +206,8 @@ def save(figure: matplotlib.figure.Figure, out_png: Path, out_pdf: Path) -> matp
     return figure
 
 
-def anisotropy_by_layer(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, metric: str = "anisotropy",
-                        models: Iterable[str] | None = None, duplicates: str = "omit") -> matplotlib.figure.Figure:
+def anisotropy_by_layer(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, metric: str,
+                        models: Iterable[str] | None = None, duplicates: str) -> matplotlib.figure.Figure:
     """Figure 1: `metric` per layer at each model's final checkpoint, encoders and decoders in two panels.
 
     The final checkpoint is the one with the largest step (a model with a single checkpoint, e.g. step -1, uses it),
@@ -240,7 +240,7 @@ def anisotropy_by_layer(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, 
 
 
 def profile_across_checkpoints(summary: pd.DataFrame, model: str, out_png: Path, out_pdf: Path, *,
-                               metric: str = "anisotropy", duplicates: str = "omit") -> matplotlib.figure.Figure:
+                               metric: str, duplicates: str) -> matplotlib.figure.Figure:
     """Figures 2 and 3: `metric` per layer, one line per training checkpoint of `model`, coloured by step.
 
     The colour scale is symmetric-log in the step (linear below 1, so step 0 has a colour), with a colourbar.
@@ -273,19 +273,17 @@ def profile_across_checkpoints(summary: pd.DataFrame, model: str, out_png: Path,
 
 
 def id_across_checkpoints(summary: pd.DataFrame, models: Iterable[str], out_png: Path, out_pdf: Path, *,
-                          metric: str = "id_twonn", duplicates: str = "omit",
-                          layer_average_over: dict | None = None) -> matplotlib.figure.Figure:
+                          metric: str, duplicates: str, layer_average_over: dict) -> matplotlib.figure.Figure:
     """Figure 4: intrinsic dimension averaged over layers vs training step, one line per model.
 
-    The line is the mean over layers (`layer_average_over`: {embedding, final_norm}, default both included; see
-    `layer_average`) of the per-layer mean; the band is +- the mean over layers of the per-layer std across batches
-    (the typical batch-to-batch spread of one layer, not the spread between layers). x is symlog (linear below 1) so
-    step 0 is shown. Step -1 checkpoints are skipped; checkpoints whose weights are another's are left out, or drawn
-    as hollow markers with `duplicates="mark"`.
+    The line is the mean over layers (`layer_average_over`: the config's figures.layer_average, {embedding,
+    final_norm}; see `layer_average`) of the per-layer mean; the band is +- the mean over layers of the per-layer std
+    across batches (the typical batch-to-batch spread of one layer, not the spread between layers). x is symlog
+    (linear below 1) so step 0 is shown. Step -1 checkpoints are skipped; checkpoints whose weights are another's
+    are left out, or drawn as hollow markers with `duplicates="mark"`.
     """
-    over = {"embedding": True, "final_norm": True, **(layer_average_over or {})}
     rows, flagged = apply_duplicate_policy(select(summary, [metric], models), duplicates)
-    averages = layer_average(training_checkpoints(rows), **over)
+    averages = layer_average(training_checkpoints(rows), **layer_average_over)
     figure, (ax,) = new_figure(1, 6.5, sharey=False)
     colours = palette(averages["model"].nunique())
     for colour, (model, line) in zip(colours, averages.groupby("model")):
@@ -295,22 +293,20 @@ def id_across_checkpoints(summary: pd.DataFrame, models: Iterable[str], out_png:
     ax.set_ylabel(f"{metric_label(metric)}, mean over layers")
     ax.set_title(f"{metric_label(metric)} during training: " + ", ".join(averages["model"].unique()))
     ax.legend(fontsize="small")
-    footnote(figure, flagged, duplicates, layer_average_text(**over))
+    footnote(figure, flagged, duplicates, layer_average_text(**layer_average_over))
     return save(figure, out_png, out_pdf)
 
 
 def id_estimators(summary: pd.DataFrame, model: str, out_png: Path, out_pdf: Path, *,
-                  metrics: Iterable[str] = ("id_twonn", "id_mada", "id_mom"), duplicates: str = "omit",
-                  layer_average_over: dict | None = None) -> matplotlib.figure.Figure:
+                  metrics: Iterable[str], duplicates: str, layer_average_over: dict) -> matplotlib.figure.Figure:
     """Figure 5: the layer-averaged intrinsic dimension of `model` vs training step, one panel per estimator.
 
     Line, band, layer average and duplicates as in `id_across_checkpoints`; each panel has its own y scale (the
     estimators differ in level, the figure compares their shapes).
     """
     metrics = list(metrics)
-    over = {"embedding": True, "final_norm": True, **(layer_average_over or {})}
     rows, flagged = apply_duplicate_policy(select(summary, metrics, [model]), duplicates)
-    averages = layer_average(training_checkpoints(rows), **over)
+    averages = layer_average(training_checkpoints(rows), **layer_average_over)
     figure, axes = new_figure(len(metrics), 4.3, sharey=False)
     for ax, colour, metric in zip(axes, palette(len(metrics)), metrics):
         line = averages[averages["metric"] == metric]
@@ -320,7 +316,7 @@ def id_estimators(summary: pd.DataFrame, model: str, out_png: Path, out_pdf: Pat
         ax.set_title(metric_label(metric))
     axes[0].set_ylabel("Intrinsic dimension, mean over layers")
     figure.suptitle(f"{model}: intrinsic dimension estimators during training")
-    footnote(figure, flagged, duplicates, layer_average_text(**over))
+    footnote(figure, flagged, duplicates, layer_average_text(**layer_average_over))
     return save(figure, out_png, out_pdf)
 
 
@@ -329,8 +325,7 @@ GROUP_STYLES = {"subword-level": "-", "character-level": "--", "byte-level": ":"
 
 
 def by_modality(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, groups: dict[str, dict],
-                metric: str = "avg_cosine", models: Iterable[str] | None = None,
-                duplicates: str = "omit") -> matplotlib.figure.Figure:
+                metric: str, models: Iterable[str] | None = None, duplicates: str) -> matplotlib.figure.Figure:
     """Godey et al. (2023): `metric` per relative depth (layer / num_layers) at each model's final checkpoint, one
     panel per modality (text, image, audio), one line per model.
 

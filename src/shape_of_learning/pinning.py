@@ -40,25 +40,30 @@ class MissingRevisionError(ValueError):
 
 def pin(checkpoint: Checkpoint, weights: str = "auto") -> dict:
     """{model, checkpoint, step, source, location, revision, commit_sha, weights_format, weights: {file: sha256},
-    weights_digest}.
+    weights_digest, weight_bytes: {file: size}, repository_refs}.
 
     Hub: the revision is checked against the repository's branches and tags, then one
-    ``model_info(files_metadata=True)`` call (no download) gives the commit sha and the LFS sha256 of every file;
-    without network, the local HF cache. Local directory: sha256 of its weight files, commit_sha None.
-    `weights` picks the format (module docstring); the lock records the one chosen.
+    ``model_info(files_metadata=True)`` call (no download) gives the commit sha and the LFS sha256 and size of every
+    file; without network, the local HF cache. Local directory: sha256 and size of its weight files, commit_sha None.
+    `weights` picks the format (module docstring); the lock records the one chosen. `weight_bytes` (what the
+    checkpoint downloads, for `shape_of_learning.disk`) lists the files whose size is known; `repository_refs` (the
+    refs read on the Hub, for `check_revisions_offline`) is None where they came from the cache or a directory.
+    Locks written before these two keys existed stay readable (`read_lock`).
     """
     if weights not in WEIGHT_FORMATS:
         raise ValueError(f"weights must be one of {WEIGHT_FORMATS}, got {weights!r}")
     where = checkpoint.location + (f"@{checkpoint.revision}" if checkpoint.revision else "")
     if checkpoint.source == "hub":
-        commit_sha, files = _pin_hub(checkpoint.location, checkpoint.revision)
+        commit_sha, files, sizes, refs = _pin_hub(checkpoint.location, checkpoint.revision)
     else:
-        commit_sha, files = None, _hash_directory(Path(checkpoint.location), checkpoint)
+        (files, sizes), commit_sha, refs = _hash_directory(Path(checkpoint.location), checkpoint), None, None
     weights_format, chosen = select_weights(files, weights, f"{checkpoint.model}/{checkpoint.name} ({where})")
     digest = hashlib.sha256("".join(f"{name}:{sha}\n" for name, sha in sorted(chosen.items())).encode()).hexdigest()
     return dict(model=checkpoint.model, checkpoint=checkpoint.name, step=checkpoint.step, source=checkpoint.source,
                 location=checkpoint.location, revision=checkpoint.revision, commit_sha=commit_sha,
-                weights_format=weights_format, weights=dict(sorted(chosen.items())), weights_digest=digest)
+                weights_format=weights_format, weights=dict(sorted(chosen.items())), weights_digest=digest,
+                weight_bytes={name: sizes[name] for name in sorted(chosen) if sizes.get(name) is not None},
+                repository_refs=refs)
 
 
 def read_lock(path) -> dict:
@@ -161,6 +166,55 @@ def nearest_refs(revision: str, refs: list[str], count: int = 4) -> list[str]:
     return difflib.get_close_matches(revision, refs, n=count, cutoff=0)
 
 
+def check_revisions_offline(checkpoints: dict[str, list[Checkpoint]], models: dict[str, dict],
+                            lock_dir: Path = Path("results/lock")) -> None:
+    """Reject configured checkpoints that do not exist, before any job runs and without network.
+
+    `path:`/`package:` models: every checkpoint's directory (the revision's subdirectory) must exist. Hub models:
+    revisions are checked against the refs known here, if any: the refs an earlier pin read on the Hub (its lock's
+    `repository_refs`), or with HF_HUB_OFFLINE the refs in the local HF cache (which the pin job would check the
+    same way). Where nothing is known locally, the pin_checkpoint job checks the revision on the Hub.
+    """
+    for model, found in checkpoints.items():
+        if "path" in models[model] or "package" in models[model]:
+            _check_directories(model, found)
+            continue
+        for repo in dict.fromkeys(c.location for c in found if c.source == "hub"):
+            refs, where = _known_refs(repo, lock_dir / model)
+            for ckpt in found:
+                if refs and ckpt.location == repo:
+                    _check_revision(repo, ckpt.revision, refs, where)
+
+
+def _check_directories(model: str, found: list[Checkpoint]) -> None:
+    missing = [c for c in found if not Path(c.location).is_dir()]
+    if missing:
+        parent = Path(missing[0].location).parent
+        holds = sorted(p.name for p in parent.iterdir() if p.is_dir()) if parent.is_dir() else []
+        raise FileNotFoundError(
+            f"model {model!r}: checkpoint directories missing: {', '.join(c.location for c in missing[:4])}"
+            f"{f' and {len(missing) - 4} more' if len(missing) > 4 else ''}; present: "
+            f"{', '.join(c.name for c in found if c not in missing) or 'none'} ({parent} holds "
+            f"{', '.join(holds[:8]) or 'nothing'}{', ...' if len(holds) > 8 else ''}). Fix `checkpoints:` or the "
+            "`path:`/`package:` of the model's entry")
+
+
+def _known_refs(repo: str, model_locks: Path) -> tuple[list[str], str]:
+    """Refs of `repo` known without network: recorded by an earlier pin, or with HF_HUB_OFFLINE, the cache's."""
+    for lock in sorted(model_locks.glob("*.json")) if model_locks.is_dir() else []:
+        try:
+            recorded = json.loads(lock.read_text())
+        except (OSError, ValueError):
+            continue  # a broken lock is the pin job's to report (read_lock)
+        if recorded.get("location") == repo and recorded.get("repository_refs"):
+            return recorded["repository_refs"], (
+                f"its refs as read on the Hub when {lock} was pinned; a ref published since is not known here, "
+                "but a commit sha always is")
+    if constants.HF_HUB_OFFLINE:
+        return _cached_refs(repo), f"in the local cache {_cache_dir(repo)}, HF_HUB_OFFLINE being set"
+    return [], ""
+
+
 def _check_revision(repo: str, revision: str, refs: list[str], where: str) -> None:
     if revision in refs or COMMIT_SHA.fullmatch(revision):
         return
@@ -170,17 +224,25 @@ def _check_revision(repo: str, revision: str, refs: list[str], where: str) -> No
         "ones in the model's `checkpoints:`")
 
 
-def _pin_hub(repo: str, revision: str) -> tuple[str, dict[str, str]]:
+def _pin_hub(repo: str, revision: str) -> tuple[str, dict[str, str], dict[str, int | None], list[str] | None]:
+    """(commit sha, {file: sha256}, {file: size}, the repository's refs) from the Hub, else from the local cache."""
     try:
-        _check_revision(repo, revision, _hub_refs(repo), "on the Hub")
+        refs = _hub_refs(repo)
+        _check_revision(repo, revision, refs, "on the Hub")
         info = HfApi().model_info(repo, revision=revision, files_metadata=True)
     except HfHubHTTPError:
         raise  # the Hub answered (repo not found, gated, ...): its message says which
     except (OfflineModeIsEnabled, HTTPError) as error:  # no network: fall back to what the cache holds
         logger.info("Hub unreachable for %s@%s (%s); pinning from the local cache", repo, revision, error)
-        return _pin_from_cache(repo, revision)
-    files = {s.rfilename: s.lfs.sha256 if s.lfs else f"git-blob:{s.blob_id}" for s in info.siblings}
-    return info.sha, files
+        return *_pin_from_cache(repo, revision), None
+    return info.sha, *hub_files(info.siblings), refs
+
+
+def hub_files(siblings) -> tuple[dict[str, str], dict[str, int | None]]:
+    """{file: sha256} (LFS) or git blob id, and {file: size in bytes} (None where the Hub gave none), of the
+    `siblings` of ``model_info(files_metadata=True)``."""
+    files = {s.rfilename: s.lfs.sha256 if s.lfs else f"git-blob:{s.blob_id}" for s in siblings}
+    return files, {s.rfilename: getattr(s, "size", None) for s in siblings}
 
 
 def _hub_refs(repo: str) -> list[str]:
@@ -197,7 +259,7 @@ def _cached_refs(repo: str) -> list[str]:
     return sorted(str(ref.relative_to(refs)) for ref in refs.rglob("*") if ref.is_file()) if refs.is_dir() else []
 
 
-def _pin_from_cache(repo: str, revision: str) -> tuple[str, dict[str, str]]:
+def _pin_from_cache(repo: str, revision: str) -> tuple[str, dict[str, str], dict[str, int]]:
     """Commit sha and weight hashes from the HF cache: refs/{revision} holds the sha; each snapshot file links to a
     blob named by its sha256 (LFS files)."""
     repo_dir = _cache_dir(repo)
@@ -215,20 +277,22 @@ def _pin_from_cache(repo: str, revision: str) -> tuple[str, dict[str, str]]:
             f"cannot pin {repo}@{revision}: the Hub is unreachable and the cache {repo_dir} has no snapshot of it. "
             f"Pre-fetch it where there is network (`hf download {repo} --revision {revision}`, with the same "
             "HF_HOME), or download the model elsewhere and use a `path:` entry")
-    files = {}
+    files, sizes = {}, {}
     for file in sorted(path for path in snapshot.rglob("*") if path.is_file()):
         blob = file.resolve().name
         is_sha256 = len(blob) == 64 and all(c in "0123456789abcdef" for c in blob)
         files[str(file.relative_to(snapshot))] = blob if is_sha256 else _sha256(file)
-    return commit_sha, files
+        sizes[str(file.relative_to(snapshot))] = file.stat().st_size
+    return commit_sha, files, sizes
 
 
-def _hash_directory(directory: Path, checkpoint: Checkpoint) -> dict[str, str]:
+def _hash_directory(directory: Path, checkpoint: Checkpoint) -> tuple[dict[str, str], dict[str, int]]:
     if not directory.is_dir():
         raise FileNotFoundError(f"{checkpoint.model}/{checkpoint.name}: model directory {directory} does not exist")
-    return {str(file.relative_to(directory)): _sha256(file) for file in sorted(directory.rglob("*"))
-            if file.is_file() and any(pattern.fullmatch(str(file.relative_to(directory)))
-                                      for pattern in WEIGHT_FILES.values())}
+    weights = {str(file.relative_to(directory)): file for file in sorted(directory.rglob("*")) if file.is_file()
+               and any(pattern.fullmatch(str(file.relative_to(directory))) for pattern in WEIGHT_FILES.values())}
+    return ({name: _sha256(file) for name, file in weights.items()},
+            {name: file.stat().st_size for name, file in weights.items()})
 
 
 def _sha256(file: Path) -> str:

@@ -2,6 +2,10 @@
 from shape_of_learning.experiment import plan
 
 EXPERIMENT = plan(config)
+if workflow.output_settings.dryrun:  # while parsing, Snakemake tells a dry run by its output settings only
+    from shape_of_learning.disk import summary, volumes
+
+    print(summary(config, volumes(config, EXPERIMENT)), file=sys.stderr)
 CORPUS = f"results/corpus/{config['corpus']['name']}"
 # Image and audio corpora (Godey et al.): one sampled file per modality, read by the models of that modality.
 MEDIA = {modality: f"results/corpus/{config[f'{modality}_corpus']['name']}/{modality}.parquet"

@@ -1,7 +1,7 @@
 """Fixed text windows, drawn once with a seed from the clean text, that every model embeds.
 
-File format (``results/corpus/{corpus.name}/windows.parquet``): columns window (int, 0..n-1: the order the extractor consumes
-them, a random order), start (character offset in the clean text), text; schema metadata key
+File format (``results/corpus/{corpus.name}/windows.parquet``): columns window (int, 0..n-1: the order the
+extractor consumes them, a random order), start (character offset in the clean text), text; schema metadata key
 ``shape_of_learning.windows`` holds JSON {seed, n_windows, window_chars, source, source_sha256, source_chars}.
 """
 

@@ -1,0 +1,237 @@
+"""Disk and download volume of a config, from what is known here: lock files, the HF cache, local model directories.
+
+    python -m shape_of_learning.disk config.yaml                   # per model, offline
+    python -m shape_of_learning.disk presets/demo.yaml presets/ci.yaml --directory /scratch/run
+    python -m shape_of_learning.disk config.yaml --hub             # ask the Hub the sizes of unpinned checkpoints
+
+A dry run (`snakemake -n`) prints the totals. Nothing is guessed: a checkpoint's download is known from its lock
+(`weight_bytes`, written by `shape_of_learning.pinning.pin`) or its weight files in the HF cache, else it counts as
+unknown and totals are lower bounds ("≥"). One checkpoint's hidden-state shards hold
+
+    tokens per layer (metrics.batches x metrics.batch_size) x (layers + 1) x hidden size x bytes of store_dtype
+
+bytes of vectors (Parquet adds up to 12 bytes per token of index columns, compressed), the hidden size read from
+the model's config.json where a local copy exists (`hidden_size`, `d_model` or `n_embd`; unknown otherwise, e.g. for
+CNNs, whose stages differ in width). Peak disk: weights of every checkpoint, or of one at a time with
+`extraction.evict_weights`; shards of every checkpoint with `extraction.keep_embeddings`, else (temp()) of one
+checkpoint per extraction ahead of its metrics jobs, at least one. The corpus and the results themselves are small
+next to these and are not counted.
+"""
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from huggingface_hub import hf_hub_download
+
+from shape_of_learning import pinning
+from shape_of_learning.experiment import load_config, plan
+from shape_of_learning.registry import Checkpoint
+
+HIDDEN_SIZE_KEYS = ("hidden_size", "d_model", "n_embd")
+STORE_BYTES = {"float16": 2, "float32": 4}
+
+
+@dataclass(frozen=True)
+class Bytes:
+    """A sum of known sizes, and how many of its terms are unknown (then `known` is a lower bound)."""
+
+    known: int = 0
+    unknown: int = 0
+
+    def __add__(self, other: "Bytes") -> "Bytes":
+        return Bytes(self.known + other.known, self.unknown + other.unknown)
+
+    def __str__(self) -> str:
+        if self.unknown and not self.known:
+            return "unknown"
+        return f"{'≥ ' if self.unknown else ''}{human(self.known)}"
+
+
+def human(size: int) -> str:
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if size < 1000 or unit == "TB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+
+
+@dataclass
+class ModelVolume:
+    model: str
+    downloads: list[int | None]  # bytes per checkpoint; None where unknown; 0 where nothing is downloaded
+    hidden_size: int | None
+    shard_bytes: int | None  # one checkpoint's hidden-state shards
+
+    @property
+    def download(self) -> Bytes:
+        return sum(map(as_bytes, self.downloads), Bytes())
+
+    @property
+    def shards(self) -> Bytes:
+        return Bytes((self.shard_bytes or 0) * len(self.downloads), 0 if self.shard_bytes else len(self.downloads))
+
+
+def as_bytes(size: int | None) -> Bytes:
+    return Bytes(0, 1) if size is None else Bytes(size)
+
+
+def volumes(config: dict, experiment=None, hub: bool = False) -> list[ModelVolume]:
+    """Per model of a validated config: each checkpoint's download, and its shards' bytes (module docstring), read
+    from the working directory (results/lock/, relative `path:` entries); `hub` asks the Hub for unknown sizes."""
+    experiment = experiment or plan(config)
+    tokens = config["metrics"]["batches"] * config["metrics"]["batch_size"]
+    itemsize = STORE_BYTES[config["extraction"]["store_dtype"]]
+    found = []
+    for model, ckpts in experiment.checkpoints.items():
+        entry = experiment.models[model]
+        locks = [_lock(Path("results", "lock", model, f"{ckpt.name}.json")) for ckpt in ckpts]
+        downloads = [checkpoint_download(ckpt, lock, entry["weights"], hub) for ckpt, lock in zip(ckpts, locks)]
+        hidden = next(filter(None, (hidden_size(ckpt, lock) for ckpt, lock in zip(ckpts, locks))), None)
+        if "finetune" in entry and not hidden:  # fine-tuning keeps the base model's width
+            hidden = next((v.hidden_size for v in found if v.model == entry["finetune"]["base"]), None)
+        if hub and not hidden and ckpts[0].source == "hub":  # its config.json (a few kB) into the HF cache
+            hidden = hidden_size(ckpts[0], None, hf_hub_download(
+                ckpts[0].location, "config.json", revision=ckpts[0].revision))
+        shard = tokens * (entry["layers"] + 1) * hidden * itemsize if hidden else None
+        found.append(ModelVolume(model, downloads, hidden, shard))
+    return found
+
+
+def checkpoint_download(ckpt: Checkpoint, lock: dict | None, weights: str, hub: bool = False) -> int | None:
+    """Bytes of a checkpoint's weight files: its lock's `weight_bytes`, else the weight files in the HF cache, else
+    (with `hub`) the Hub's file sizes; None where unknown. 0 for a local directory: nothing is downloaded."""
+    if ckpt.source != "hub":
+        return 0
+    if lock and set(lock.get("weight_bytes", {})) == set(lock["weights"]):
+        return sum(lock["weight_bytes"].values())
+    snapshot, sizes = _snapshot(ckpt, lock), None
+    if snapshot:
+        try:
+            sizes = _file_sizes(snapshot, lock["weights"] if lock else _complete_weights(snapshot, weights))
+        except ValueError:  # no weight files of that format in the snapshot
+            pass
+    if sizes is None and hub:
+        return hub_download(ckpt, weights)
+    return sum(sizes.values()) if sizes is not None else None
+
+
+def hub_download(ckpt: Checkpoint, weights: str) -> int | None:
+    """Bytes of a checkpoint's weight files as the Hub lists them (one `model_info` call, nothing downloaded)."""
+    info = pinning.HfApi().model_info(ckpt.location, revision=ckpt.revision, files_metadata=True)
+    files, sizes = pinning.hub_files(info.siblings)
+    _, chosen = pinning.select_weights(files, weights, f"{ckpt.model}/{ckpt.name}")
+    return None if any(sizes[name] is None for name in chosen) else sum(sizes[name] for name in chosen)
+
+
+def hidden_size(ckpt: Checkpoint, lock: dict | None, config: str | None = None) -> int | None:
+    """The model's width from a local config.json: `config`, else the checkpoint's directory or its cache snapshot."""
+    folder = _snapshot(ckpt, lock) if ckpt.source == "hub" else Path(ckpt.location)
+    if not config and not folder:
+        return None
+    try:
+        settings = json.loads(Path(config or folder / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return next((settings[key] for key in HIDDEN_SIZE_KEYS if isinstance(settings.get(key), int)), None)
+
+
+def _lock(path: Path) -> dict | None:
+    try:
+        lock = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None  # unpinned, or a broken lock (the pin job reports that one)
+    return lock if isinstance(lock, dict) and isinstance(lock.get("weights"), dict) else None
+
+
+def _snapshot(ckpt: Checkpoint, lock: dict | None) -> Path | None:
+    repo = pinning._cache_dir(ckpt.location)
+    ref = repo / "refs" / ckpt.revision
+    commit = lock["commit_sha"] if lock else ref.read_text().strip() if ref.is_file() else ckpt.revision
+    snapshot = repo / "snapshots" / commit
+    return snapshot if snapshot.is_dir() else None
+
+
+def _complete_weights(snapshot: Path, weights: str) -> list[str]:
+    """The weight files of a cached snapshot, and every shard its index names (ValueError if none)."""
+    files = [str(p.relative_to(snapshot)) for p in snapshot.rglob("*") if p.is_symlink() or p.is_file()]
+    _, chosen = pinning.select_weights(dict.fromkeys(files, ""), weights, str(snapshot))
+    for index in snapshot.glob("*.index.json"):
+        shards = set(json.loads(index.read_text()).get("weight_map", {}).values())
+        if shards & set(chosen):
+            chosen |= dict.fromkeys(shards, "")
+    return list(chosen)
+
+
+def _file_sizes(snapshot: Path, names) -> dict[str, int] | None:
+    """Sizes of the snapshot's files `names` (their blobs); None if any is missing (not downloaded, or evicted)."""
+    paths = [snapshot / name for name in names]
+    return {str(p): p.stat().st_size for p in paths} if all(p.is_file() for p in paths) else None
+
+
+def summary(config: dict, found: list[ModelVolume]) -> str:
+    """A few lines for the dry run: total download, shards, and the peak disk of each evict_weights/keep_embeddings
+    setting, this config's marked."""
+    download = sum((v.download for v in found), Bytes())
+    shards = sum((v.shards for v in found), Bytes())
+    no_width = [v.model for v in found if v.hidden_size is None]
+    extraction = config["extraction"]
+    current = (extraction["evict_weights"], extraction["keep_embeddings"])
+    lines = [f"Disk and download volume of {sum(len(v.downloads) for v in found)} checkpoints of {len(found)} models "
+             "(from results/lock/, the HF cache and local model directories; per model: "
+             "python -m shape_of_learning.disk CONFIG):",
+             f"  download: {download}" + (f" ({download.unknown} checkpoints unpinned and not in the HF cache; "
+                                          "add --hub to the command above to ask the Hub)" if download.unknown else "")]
+    lines.append(f"  hidden-state shards ({extraction['store_dtype']}): {shards}{' in all' if shards.known else ''}"
+                 + (f" (hidden size unknown for {len(no_width)} of {len(found)} models: no local config.json)"
+                    if no_width else ""))
+    if not any(peak(found, evict, keep).known for evict in (False, True) for keep in (False, True)):
+        return "\n".join([*lines, "  peak disk: unknown until the sizes above are"])
+    for evict in (False, True):
+        settings = [f"{peak(found, evict, keep)}{' (this config)' if (evict, keep) == current else ''} with "
+                    f"keep_embeddings: {str(keep).lower()}" for keep in (False, True)]
+        lines.append(f"  peak disk, evict_weights: {str(evict).lower()}: {'; '.join(settings)}")
+    return "\n".join(lines)
+
+
+def peak(found: list[ModelVolume], evict_weights: bool, keep_embeddings: bool) -> Bytes:
+    """Weights of every checkpoint (or of the largest, evicted after its extraction) plus shards of every checkpoint
+    (or of the largest, temp() shards leaving once their metrics are done): one extraction in flight at a time."""
+    downloads = [size for v in found for size in v.downloads]
+    weights = (Bytes(max(filter(None, downloads), default=0), downloads.count(None)) if evict_weights
+               else sum(map(as_bytes, downloads), Bytes()))
+    shards = (sum((v.shards for v in found), Bytes()) if keep_embeddings else
+              Bytes(max((v.shard_bytes or 0 for v in found), default=0), sum(not v.shard_bytes for v in found)))
+    return weights + shards
+
+
+def table(found: list[ModelVolume]) -> str:
+    rows = [("model", "checkpoints", "download", "unknown", "hidden size", "shards/checkpoint", "shards")]
+    for v in found:
+        rows.append((v.model, str(len(v.downloads)), str(v.download), str(v.download.unknown or ""),
+                     str(v.hidden_size or "?"), human(v.shard_bytes) if v.shard_bytes else "?", str(v.shards)))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in
+                               enumerate(zip(row, widths))) for row in rows)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("configfile", nargs="+", type=Path, help="config or presets (later ones override)")
+    parser.add_argument("--directory", type=Path, default=Path("."), help="the run's working directory")
+    parser.add_argument("--hub", action="store_true", help="ask the Hub the sizes of unpinned, uncached checkpoints "
+                        "(one model_info each) and fetch config.json where no local copy gives the hidden size")
+    args = parser.parse_args(argv)
+    paths = [path.resolve() for path in args.configfile]
+    os.chdir(args.directory)  # where the run's results/lock/ and relative `path:` entries are
+    config = load_config(*paths)
+    found = volumes(config, hub=args.hub)
+    print(table(found))
+    print(summary(config, found))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
