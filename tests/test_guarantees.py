@@ -333,7 +333,8 @@ def test_sigkill_during_any_stage_reruns_only_the_killed_job_and_what_depends_on
     while not working() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
     running = process.poll() is None and working()
-    os.killpg(process.pid, signal.SIGKILL)  # Snakemake and its jobs, as a node failure would
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)  # Snakemake and its jobs, as a node failure would
     process.wait()
     assert running, f"the {stage} job was not at work when killed"
     assert set(outputs) <= marked_incomplete(workdir)  # so what the job left is never taken as finished ...
