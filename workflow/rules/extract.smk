@@ -10,7 +10,7 @@ rule extract_hidden_states:
         shards=shards_dir(directory("results/embeddings/{model}/{checkpoint}")),
         manifest="results/manifests/{model}/{checkpoint}.json",
     params:
-        # Not the entry's checkpoint list: a checkpoint added to it must not rerun the others (`checkpoint` is this one).
+        # Not the entry's checkpoint list: a checkpoint added to it must not rerun the others (`checkpoint` is this).
         entry=lambda wildcards: result_settings(model_entry(wildcards), "batch_size", "checkpoints"),
         checkpoint=lambda wildcards: EXPERIMENT.checkpoint(wildcards.model, wildcards.checkpoint),
         tokens=config["metrics"]["batches"] * config["metrics"]["batch_size"],
