@@ -423,7 +423,8 @@ def test_no_network_and_no_local_copy_name_what_is_missing_and_how_to_supply_it(
     (lambda c: c["models"]["minilm"].update(kind="rnn"), "rnn"),  # an unknown kind
 ])
 def test_config_errors_are_rejected_before_any_job(tmp_path, change, named):
-    done = snakemake(tmp_path, "-n", config=variant(tmp_path, change), check=False)
+    # a real run, not a dry one: had the config been accepted, its first jobs would leave results/ and logs/ behind
+    done = snakemake(tmp_path, "--cores", "1", config=variant(tmp_path, change), check=False)
     assert done.returncode != 0 and named in done.stdout + done.stderr
     assert not (tmp_path / "results").exists() and not (tmp_path / "logs").exists()
 
