@@ -312,6 +312,7 @@ def test_twonn_discard_fraction_reaches_the_estimator():
         found = compute_metrics(X, ["id_twonn"], batch_size=600, twonn_discard_fraction=fraction).values["value"]
         assert found.item() == pytest.approx(twonn(distances, discard_fraction=fraction), rel=1e-9)
     assert twonn(distances, 0.0) != pytest.approx(twonn(distances, 0.3), rel=1e-3)
+    assert np.isfinite(twonn(distances, 0.0))  # the largest ratio, whose -log(1 - N/N) is infinite, stays out
 
 
 # What each metric name means, written out independently of the registry: the public function a user would call on

@@ -46,13 +46,14 @@ def twonn(distances, discard_fraction: float = TWONN_DISCARD_FRACTION) -> float:
     mu_i = r_2 / r_1 follows a Pareto law, P(mu <= x) = 1 - x^(-d). With the N finite ratios sorted and the
     largest `discard_fraction` (default 0.1) discarded, keeping the n_keep = int(N (1 - discard_fraction))
     smallest, d is the least-squares slope through the origin of y_i = -log(1 - i / N) on x_i = log mu_(i):
-    d = sum(x y) / sum(x^2), i = 1..n_keep.
+    d = sum(x y) / sum(x^2), i = 1..n_keep. The largest ratio never enters (its y = -log 0 is infinite), so
+    `discard_fraction=0` keeps N - 1 ratios where scikit-dimension would return inf.
     """
     distances = _columns(distances, 2, "TwoNN")
     with np.errstate(divide="ignore", invalid="ignore"):
         mu = distances[:, 1] / distances[:, 0]
     mu = mu[np.isfinite(mu)]
-    n_keep = int(len(mu) * (1 - discard_fraction))
+    n_keep = min(int(len(mu) * (1 - discard_fraction)), len(mu) - 1)
     if n_keep < 2:
         raise ValueError(f"TwoNN needs at least 2 ratios after discarding, got {n_keep} of {len(mu)}")
     x = np.log(np.sort(mu)[:n_keep])
