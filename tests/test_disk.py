@@ -2,7 +2,6 @@
 huggingface_hub's, shard bytes worked out by hand, the Hub asked only with --hub (HfApi mocked), and the summary in
 the output of a real `snakemake -n`, not of a real run."""
 
-import hashlib
 import json
 import os
 import shutil
@@ -13,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
+from hf_cache import add_revision
 from huggingface_hub import constants
 
 from shape_of_learning import disk, pinning
@@ -23,22 +23,6 @@ REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "tests" / "presets" / "tiny.yaml"
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"
 REPO_ID = "EleutherAI/pythia-tiny"
-
-
-def add_revision(cache: Path, repo: str, revision: str, files: dict[str, bytes]) -> str:
-    """One revision as huggingface_hub lays it out: blobs by sha256, a snapshot of links, refs/{revision}."""
-    repo_dir = cache / f"models--{repo.replace('/', '--')}"
-    commit = hashlib.sha1(f"{repo}@{revision}".encode()).hexdigest()
-    for name, data in files.items():
-        blob = repo_dir / "blobs" / hashlib.sha256(data).hexdigest()
-        blob.parent.mkdir(parents=True, exist_ok=True)
-        blob.write_bytes(data)
-        link = repo_dir / "snapshots" / commit / name
-        link.parent.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(os.path.relpath(blob, link.parent))
-    (repo_dir / "refs").mkdir(parents=True, exist_ok=True)
-    (repo_dir / "refs" / revision).write_text(commit)
-    return commit
 
 
 def config(**extraction) -> dict:

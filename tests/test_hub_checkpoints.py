@@ -7,7 +7,6 @@ revision sharded with its index, one whose blob equals another's (EleutherAI/pyt
 the repository lacks. Snakemake runs pin, extraction, metrics, tables and figures on it with HF_HUB_OFFLINE=1.
 """
 
-import hashlib
 import io
 import json
 import os
@@ -21,9 +20,10 @@ import pytest
 import torch
 import transformers
 import yaml
+from hf_cache import add_revision
 
-from shape_of_learning.training import byte_tokenizer
 from shape_of_learning.experiment import validate_config
+from shape_of_learning.training import byte_tokenizer
 from shape_of_learning.verify import problems
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,22 +53,6 @@ def bin_files(model, shards: int = 1) -> dict[str, bytes]:
 def directory_files(save, scratch: Path) -> dict[str, bytes]:
     save(scratch)
     return {str(path.relative_to(scratch)): path.read_bytes() for path in scratch.rglob("*") if path.is_file()}
-
-
-def add_revision(cache: Path, repo: str, revision: str, files: dict[str, bytes]) -> str:
-    """Lay out one revision as huggingface_hub does: blobs by sha256, a snapshot of links, refs/{revision}."""
-    repo_dir = cache / f"models--{repo.replace('/', '--')}"
-    commit = hashlib.sha1(f"{repo}@{revision}".encode()).hexdigest()
-    for name, data in files.items():
-        blob = repo_dir / "blobs" / hashlib.sha256(data).hexdigest()
-        blob.parent.mkdir(parents=True, exist_ok=True)
-        blob.write_bytes(data)
-        link = repo_dir / "snapshots" / commit / name
-        link.parent.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(os.path.relpath(blob, link.parent))
-    (repo_dir / "refs").mkdir(parents=True, exist_ok=True)
-    (repo_dir / "refs" / revision).write_text(commit)
-    return commit
 
 
 def perturbed(model, keys, seed):
