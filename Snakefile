@@ -14,7 +14,6 @@ min_version("9.0")
 SRC = str(Path(workflow.basedir) / "src")
 os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [SRC, os.environ.get("PYTHONPATH")])))
 sys.path.insert(0, SRC)
-from shape_of_learning.experiment import validate_config  # noqa: E402
 
 
 # A preset given with --configfile replaces config.yaml instead of merging into it, so that the paper's models never
@@ -24,16 +23,17 @@ if not workflow.config_settings.configfiles:
     configfile: Path(workflow.basedir) / "config.yaml"
 
 
-validate_config(config)  # against workflow/schemas/, before any job runs
-
-
 include: "workflow/rules/common.smk"
 include: "workflow/rules/corpus.smk"
 include: "workflow/rules/models.smk"
-include: "workflow/rules/extract.smk"
+include: "workflow/rules/extraction.smk"
 include: "workflow/rules/metrics.smk"
 include: "workflow/rules/figures.smk"
-include: "workflow/rules/finetuning.smk"
+
+
+if EXPERIMENT.pairs:  # the Rajaee & Pilehvar analysis, where the config has a `finetuning:` section
+
+    include: "workflow/rules/finetuning.smk"
 
 
 report: "workflow/report/workflow.rst"
@@ -41,7 +41,5 @@ report: "workflow/report/workflow.rst"
 
 rule all:
     input:
-        "results/tables/summary.parquet",
-        FIGURES,
-        FINETUNING_TARGETS,
+        EXPERIMENT.targets(),
     default_target: True

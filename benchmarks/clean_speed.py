@@ -17,7 +17,7 @@ TARGET_SECONDS = 60.0
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--src", type=Path, help="MediaWiki XML dump (plain, .bz2 or .gz); default: the Wikipedia sample "
-                        "in gensim's wheel (the README's numbers: enwik8's first 4 MB, ../shared/data/)")
+                        "in gensim's wheel (docs/benchmarks.md: enwik8's first 4 MB)")
     parser.add_argument("--repeats", type=int, default=3, help="runs; the fastest counts")
     args = parser.parse_args()
     args.src = args.src or gensim_sample_path()

@@ -21,15 +21,16 @@ import torch
 from transformers import AutoConfig, AutoModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from extract_speed import model_entry, windows_of  # noqa: E402
+from shape_of_learning import paths  # noqa: E402
+from shape_of_learning.extraction.hidden_states import extract  # noqa: E402
+from shape_of_learning.extraction.shards import read_shard  # noqa: E402
+from shape_of_learning.models.checkpoints import checkpoints  # noqa: E402
 
-from shape_of_learning.extract import extract  # noqa: E402
-from shape_of_learning.registry import checkpoints  # noqa: E402
-from shape_of_learning.shards import read_shard  # noqa: E402
+from extract_speed import model_entry, windows_of  # noqa: E402
 
 
 def vectors(out_dir: Path, layers: int) -> list[np.ndarray]:
-    return [read_shard(out_dir / f"layer_{layer}.parquet")[0] for layer in range(layers + 1)]
+    return [read_shard(out_dir / paths.shard_name(layer))[0] for layer in range(layers + 1)]
 
 
 def run(entry: dict, texts: list[str], tokens: int, out_dir: Path, *, leave_free: float | None = None) -> dict:

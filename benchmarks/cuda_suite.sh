@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every CUDA measurement that README quotes, in one run on a GPU machine with the pipeline's packages installed:
+# Every CUDA measurement that docs/benchmarks.md quotes, in one run on a GPU machine with the pipeline's packages installed:
 #   bash benchmarks/cuda_suite.sh [OUTDIR] [CORPUS_XML]
 # 1. the CUDA paths of extraction (fp32/bf16, device_map="auto", out-of-memory halving), checked on real runs;
 # 2. extraction throughput against the bare forward pass (Pythia-410m shape), bf16 and fp32;
@@ -45,7 +45,7 @@ yaml.safe_dump(config, open(sys.argv[2], "w"), sort_keys=False)
 EOF
 step demo 300 python3 -m snakemake --snakefile "$PWD/Snakefile" --directory "$demo" --cores "$(nproc)" \
     --configfile "$demo/demo.yaml" --quiet rules
-step demo_verify 60 python3 -m shape_of_learning.verify "$demo/demo.yaml" --directory "$demo"
+step demo_verify 60 python3 -m shape_of_learning verify "$demo/demo.yaml" --directory "$demo"
 python3 - "$demo" > "$out/demo_jobs.txt" <<'EOF'
 import glob, sys, pandas as pd
 rows = [pd.read_csv(f, sep="\t").assign(rule=f.split("/benchmarks/")[1].split("/")[0]) for f in

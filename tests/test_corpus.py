@@ -17,9 +17,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from shape_of_learning.corpus import (ChecksumError, CorpusUnavailableError, clean_dump, clean_wikitext,
-                                      gensim_sample_path, obtain, read_windows, sample_windows, windows_metadata,
-                                      write_windows)
+from shape_of_learning.corpus import (
+    ChecksumError,
+    CorpusUnavailableError,
+    clean_dump,
+    clean_wikitext,
+    gensim_sample_path,
+    obtain,
+    read_windows,
+    sample_windows,
+    windows_metadata,
+    write_windows,
+)
 from shape_of_learning.corpus import clean as clean_module
 from shape_of_learning.corpus import fetch as fetch_module
 

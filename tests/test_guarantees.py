@@ -1,5 +1,5 @@
-"""What a user may rely on when runs are killed, rerun, extended, misconfigured or fed broken files (README,
-"Guarantees"). Real Snakemake processes on a tiny preset (tests/presets/tiny.yaml: one real pretrained model, one
+"""What a user may rely on when runs are killed, rerun, extended, misconfigured or fed broken files
+(docs/guarantees.md). Real Snakemake processes on a tiny preset (tests/presets/tiny.yaml: one real pretrained model, one
 batch per layer), real files, real configs; one finished run is shared by the module and copied where a test
 changes it.
 """
@@ -23,12 +23,13 @@ import transformers
 import yaml
 
 from shape_of_learning import corpus
-from shape_of_learning.experiment import load_config, validate_model_entry
-from shape_of_learning.extract import extract
-from shape_of_learning.pinning import evict_weights, pin, read_lock
-from shape_of_learning.registry import checkpoints
-from shape_of_learning.shards import read_parquet, read_shard
-from shape_of_learning.verify import problems
+from shape_of_learning.experiment.config import load_config, validate_model_entry
+from shape_of_learning.experiment.verify import problems
+from shape_of_learning.extraction.hidden_states import extract
+from shape_of_learning.extraction.shards import read_parquet, read_shard
+from shape_of_learning.models.checkpoints import checkpoints
+from shape_of_learning.models.hf_cache import evict_weights
+from shape_of_learning.models.pinning import pin, read_lock
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "tests" / "presets" / "tiny.yaml"
@@ -115,6 +116,7 @@ def test_settings_that_cannot_change_results_rerun_nothing(finished, tmp_path):
         config["metrics"]["device"] = "cpu"
         config["extraction"].update(device="cpu", keep_embeddings=False, evict_weights=True)
         config["models"]["minilm"]["batch_size"] = 3  # windows per forward pass
+        config["models"]["minilm"]["text_unit"] = "character"  # read by the modality figure only
     threads = ["--set-threads", "extract_hidden_states=2", "measure_layers=2"]
     assert planned(finished, *threads, config=variant(tmp_path, change)) == {}
 
@@ -206,9 +208,9 @@ def killed_and_rerun(finished, tmp_path_factory) -> dict:
     workdir = tmp_path_factory.mktemp("killed") / "run"
     shutil.copytree(finished, workdir, symlinks=True)
     for stage in ("results/embeddings", "results/manifests", "results/metrics", "results/tables", "results/figures",
-                  "logs/extract"):
+                  "logs/extract_hidden_states"):
         shutil.rmtree(workdir / stage)
-    log = workdir / "logs/extract/minilm/main.log"
+    log = workdir / "logs/extract_hidden_states/minilm/main.log"
     process = subprocess.Popen([SNAKEMAKE, "--directory", workdir, "--configfile", TINY, "--cores", "2"], cwd=REPO,
                                env=ENV, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
@@ -301,10 +303,11 @@ KILLED_STAGES = {
                     {"train_model": 1, "pin_checkpoint": 2, "extract_hidden_states": 2, "measure_layers": 2,
                      "tabulate_metrics": 1}),
     "measure_layers": ([*TABLES, "results/metrics/minilm/main/layer_0-6.parquet",
-                        "logs/metrics/minilm/main/layer_0-6.log"],
-                       "logs/metrics/minilm/main/layer_0-6.log", ["results/metrics/minilm/main/layer_0-6.parquet"],
+                        "logs/measure_layers/minilm/main/layer_0-6.log"],
+                       "logs/measure_layers/minilm/main/layer_0-6.log",
+                       ["results/metrics/minilm/main/layer_0-6.parquet"],
                        {"measure_layers": 1, "tabulate_metrics": 1}),
-    "tabulate_metrics": ([*TABLES, "logs/tables/tabulate_metrics.log"], "logs/tables/tabulate_metrics.log", TABLES,
+    "tabulate_metrics": ([*TABLES, "logs/tabulate_metrics.log"], "logs/tabulate_metrics.log", TABLES,
                          {"tabulate_metrics": 1}),
 }
 
@@ -394,7 +397,7 @@ def test_truncated_metrics_file_stops_the_table_naming_it_and_the_log(finished, 
     output = done.stdout + done.stderr
     assert done.returncode != 0
     assert "results/metrics/minilm/main/layer_0-6.parquet is truncated or corrupt" in output
-    assert "logs/tables/tabulate_metrics.log" in output
+    assert "logs/tabulate_metrics.log" in output
     assert not table.exists() or table.read_bytes() == before  # never a table built from half a file
     with pytest.raises(ValueError, match="measures those layers again"):
         read_parquet(metrics, fix="delete it and rerun snakemake, which measures those layers again")

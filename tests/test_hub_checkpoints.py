@@ -20,11 +20,12 @@ import pytest
 import torch
 import transformers
 import yaml
-from hf_cache import add_revision
 
-from shape_of_learning.experiment import validate_config
-from shape_of_learning.training import byte_tokenizer
-from shape_of_learning.verify import problems
+from shape_of_learning.experiment.config import validate_config
+from shape_of_learning.experiment.verify import problems
+from shape_of_learning.models.training import byte_tokenizer
+
+from hf_cache import add_revision
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHIA, BLOOM, BLOOM_TOKENIZER = "EleutherAI/pythia-tiny", "bigscience/bloom-tiny-intermediate", "bigscience/bloom-tiny"
@@ -158,5 +159,5 @@ def test_pytorch_only_series_pins_extracts_and_flags_duplicates_offline(hub_cach
     }
     values = pd.read_parquet(tmp_path / "results/tables/metrics.parquet")
     assert set(values["checkpoint"]) >= {"step0", "step1", "step2", "step3", "step5"}  # the table keeps every row
-    log = (tmp_path / "logs/figures/profile_pythia-tiny_anisotropy.log").read_text()
+    log = (tmp_path / "logs/plot_figure/profile_pythia-tiny_anisotropy.log").read_text()
     assert "left out" in log and "pythia-tiny/step3 (shares" in log  # step6, the one unique checkpoint, is drawn

@@ -1,6 +1,5 @@
 """Metrics: cross-checks against scikit-dimension, closed forms, bad data, the batch protocol and the CLI."""
 
-import inspect
 import json
 import re
 from pathlib import Path
@@ -12,13 +11,27 @@ import yaml
 from scipy.spatial.distance import cdist, pdist
 from scipy.stats import ortho_group
 
-from shape_of_learning import figures
-from shape_of_learning.experiment import ConfigError, validate_config
+from shape_of_learning.experiment.config import ConfigError, validate_config
+from shape_of_learning.extraction import shards
+from shape_of_learning.figures.style import metric_label
 from shape_of_learning.metrics import (
-    METRICS, Vectors, anisotropy, average_cosine, compute_metrics, deduplicate, gride, isoscore, isotropy_iw,
-    knn_distances, mada, mom, twonn,
+    METRICS,
+    Vectors,
+    anisotropy,
+    average_cosine,
+    batches,
+    cli,
+    compute_metrics,
+    deduplicate,
+    gride,
+    isoscore,
+    isotropy_iw,
+    knn_distances,
+    mada,
+    mom,
+    neighbours,
+    twonn,
 )
-from shape_of_learning.metrics import batches, cli, neighbours
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -230,7 +243,8 @@ def test_a_batch_with_few_distinct_vectors_caps_k_like_skdim(caplog):
     assert result.info["duplicates_removed"]["total"] == 512 - 60
     assert values["id_mom"] == pytest.approx(mom(knn_distances(unique, 59), k=59), rel=1e-9)
     assert values["id_mada"] == pytest.approx(mada(knn_distances(unique, 20)), rel=1e-9)
-    assert "layer 0: batch 0 has 60 distinct vectors; MADA and MoM use k = 59" in caplog.text
+    assert "layer 0: batch 0 has 60 distinct vectors; id_mom uses k = 59 instead of 100" in caplog.text
+    assert "id_mada uses" not in caplog.text  # its 20 neighbours are there
     with pytest.raises(ValueError, match="only 2 distinct vectors of 512"):
         compute_metrics(np.repeat(gaussian(2, 8, 19), 256, axis=0), ["id_twonn"], batch_size=512)
 
@@ -252,8 +266,9 @@ def test_batches_summary_and_info():
     assert summary.loc["id_mom", "std"] == pytest.approx(per_batch.std(ddof=1))
     assert result.info | {"seconds": 0} == {
         "vectors": 1000, "dimension": 10, "batch_size": 300, "batches": 3, "metrics": list(METRICS),
-        "duplicates_removed": {"total": 0, "per_batch": [0, 0, 0]}, "device": "cpu", "twonn_discard_fraction": 0.1,
-        "seconds": 0}
+        "duplicates_removed": {"total": 0, "per_batch": [0, 0, 0]}, "device": "cpu", "seconds": 0,
+        "settings": {"id_twonn": {"discard_fraction": 0.1}, "id_mada": {"k": 20}, "id_mom": {"k": 100},
+                     "id_gride": {"n1": 1, "n2": 2}}}
     single = compute_metrics(gaussian(400, 10, 17), ["isoscore"], batch_size=300).summary()
     assert np.isnan(single.loc[0, "std"])
 
@@ -294,7 +309,6 @@ def test_cli_prints_every_metric_as_json(tmp_path, capsys):
 
 
 def test_cli_reads_a_parquet_shard_and_names_its_layer_in_errors(tmp_path, capsys):
-    shards = pytest.importorskip("shape_of_learning.shards")
     X = gaussian(500, 8, 22).astype(np.float16)
     path = tmp_path / "layer_0.parquet"
     shards.write_shard(path, X, metadata={"model": "tiny", "checkpoint": "step8", "layer": 0})
@@ -305,14 +319,33 @@ def test_cli_reads_a_parquet_shard_and_names_its_layer_in_errors(tmp_path, capsy
         cli.main([str(path)])
 
 
-def test_twonn_discard_fraction_reaches_the_estimator():
+def test_a_metric_setting_reaches_its_estimator_and_the_neighbour_search(monkeypatch):
     X = gaussian(600, 8, 5)
     distances = knn_distances(deduplicate(X)[0], 2)
     for fraction in (0.0, 0.1, 0.3):
-        found = compute_metrics(X, ["id_twonn"], batch_size=600, twonn_discard_fraction=fraction).values["value"]
+        found = compute_metrics(X, ["id_twonn"], batch_size=600,
+                                settings={"id_twonn": {"discard_fraction": fraction}}).values["value"]
         assert found.item() == pytest.approx(twonn(distances, discard_fraction=fraction), rel=1e-9)
     assert twonn(distances, 0.0) != pytest.approx(twonn(distances, 0.3), rel=1e-3)
     assert np.isfinite(twonn(distances, 0.0))  # the largest ratio, whose -log(1 - N/N) is infinite, stays out
+    calls = []
+    search = batches.knn_distances
+    monkeypatch.setattr(batches, "knn_distances", lambda X, k: calls.append(k) or search(X, k))
+    found = compute_metrics(X, ["id_mada", "id_twonn"], batch_size=600, settings={"id_mada": {"k": 8}})
+    assert calls == [8]  # MADA's k sets the one search; TwoNN reads its first 2 columns
+    assert found.values.set_index("metric")["value"]["id_mada"] == pytest.approx(
+        mada(knn_distances(deduplicate(X)[0], 8), k=8), rel=1e-9)
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"id_mada": {"neighbours": 5}}, "metric 'id_mada' has no setting 'neighbours'; its settings: k \\(default 20\\)"),
+    ({"id_mom": {"k": 2.5}}, "setting k=2.5 must be a int"),
+    ({"anisotropy": {"centred": False}}, "metric 'anisotropy' has no setting 'centred'; its settings: none"),
+    ({"id_gride": {}}, "settings given for \\['id_gride'\\], which are not among the metrics computed"),
+])
+def test_a_setting_that_is_no_parameter_of_the_metric_is_refused_naming_the_allowed_ones(settings, message):
+    with pytest.raises(ValueError, match=message):
+        compute_metrics(gaussian(300, 6, 5), ["id_mada", "id_mom", "anisotropy"], batch_size=300, settings=settings)
 
 
 # What each metric name means, written out independently of the registry: the public function a user would call on
@@ -339,12 +372,13 @@ def test_each_metric_name_computes_what_it_says():
         assert result[name] == pytest.approx(meaning(X, distances), rel=1e-9), name
 
 
-def test_the_pipeline_runs_mada_and_mom_at_the_defaults_checked_against_scikit_dimension():
-    for name, function in (("id_mada", mada), ("id_mom", mom)):
-        k = inspect.signature(function).parameters["k"].default  # equal to skdim's: test_estimators_equal_...
-        assert METRICS[name].neighbours == METRICS[name].keywords["k"] == k
-    assert {name for name, metric in METRICS.items() if metric.neighbours} == {
-        name for name, metric in METRICS.items() if metric.needs == "neighbours"}
+def test_the_pipeline_runs_the_id_estimators_at_scikit_dimension_s_defaults():
+    X = embed(helix(1500, 7), 6, 0.0, 7)
+    found = compute_metrics(X, ["id_twonn", "id_mada", "id_mom", "id_gride"], batch_size=1500).values
+    theirs = {"id_twonn": skdim.id.TwoNN(), "id_mada": skdim.id.MADA(), "id_mom": skdim.id.MOM(),
+              "id_gride": skdim.id.GRIDE()}
+    for name, value in zip(found["metric"], found["value"]):
+        assert value == pytest.approx(theirs[name].fit(X).dimension_, rel=1e-4), name
 
 
 def preset(**metrics) -> dict:
@@ -375,8 +409,7 @@ def test_registry_schema_default_labels_and_compute_metrics_agree():
     config = preset()
     assert "names" not in config["metrics"]  # the demo computes the default: every registered metric
     assert validate_config(config)["metrics"]["names"] == list(METRICS)
-    assert figures.METRIC_LABELS == {name: metric.label for name, metric in METRICS.items()}
-    assert all(figures.metric_label(name) not in ("", name) for name in METRICS)
+    assert all(metric_label(name) not in ("", name) for name in METRICS)
     assert list(compute_metrics(gaussian(300, 6, 24), batch_size=300).summary()["metric"]) == list(METRICS)
     with pytest.raises(ValueError, match=re.escape(f"unknown metrics ['id_foo']; choose from {list(METRICS)}")):
         compute_metrics(gaussian(300, 6, 24), ["id_foo"], batch_size=300)

@@ -13,11 +13,11 @@ import torch
 import transformers
 
 from shape_of_learning.corpus.media import decode_audio, read_media, sample_media, write_media
-from shape_of_learning.experiment import validate_config, validate_model_entry
-from shape_of_learning.extract import extract
-from shape_of_learning.inputs import depth
-from shape_of_learning.registry import checkpoints
-from shape_of_learning.shards import read_shard
+from shape_of_learning.experiment.config import validate_config, validate_model_entry
+from shape_of_learning.extraction.families import depth
+from shape_of_learning.extraction.hidden_states import extract
+from shape_of_learning.extraction.shards import read_shard
+from shape_of_learning.models.checkpoints import checkpoints
 
 
 def media_spec(fields: dict) -> dict:
@@ -193,7 +193,7 @@ def test_character_and_byte_level_encoders(family, tmp_path):
 @pytest.mark.slow  # trains a model: left out of `make check`
 @pytest.mark.parametrize("arch, layers, steps", [("vit", 2, 150), ("resnet", 3, 60)])
 def test_digit_trained_image_models_learn_and_are_extracted_like_any_checkpoint(arch, layers, steps, tmp_path):
-    from shape_of_learning import training
+    from shape_of_learning.models import training
 
     corpus = tmp_path / "items.parquet"
     write_media(sample_media(media_spec({"sklearn_digits": True, "count": 400, "seed": 0}), "image"), corpus)
@@ -209,8 +209,7 @@ def test_digit_trained_image_models_learn_and_are_extracted_like_any_checkpoint(
 
 
 def test_by_modality_draws_one_panel_per_modality_with_styles_by_group(tmp_path):
-    from shape_of_learning.experiment import model_group
-    from shape_of_learning.figures import by_modality
+    from shape_of_learning.figures.modality import by_modality, model_group
 
     entries = {"subword": {"kind": "encoder"}, "bytes": {"kind": "encoder", "text_unit": "byte"},
                "vit": {"kind": "encoder", "modality": "image"}, "cnn": {"kind": "cnn", "modality": "image"}}
@@ -219,7 +218,8 @@ def test_by_modality_draws_one_panel_per_modality_with_styles_by_group(tmp_path)
                for model, entry in entries.items()}
     groups = {model: model_group(entry) for model, entry in entries.items()}
     assert groups["bytes"] == {"modality": "text", "group": "byte-level"} and groups["cnn"]["group"] == "CNN"
-    rows = [dict(model=model, kind=entries[model]["kind"], checkpoint="main", step=-1, layer=layer, num_layers=2,
+    rows = [dict(model=model, kind=entries[model]["kind"], checkpoint="main", step=-1, dtype="float32", layer=layer,
+                 num_layers=2,
                  after_final_norm=False, metric="avg_cosine", identical_to=None, shared_files=None, mean=0.1 * layer,
                  std=0.01, batches=2) for model in entries for layer in range(3)]
     figure = by_modality(pd.DataFrame(rows), tmp_path / "f.png", tmp_path / "f.pdf", groups=groups, metric="avg_cosine",
@@ -229,6 +229,7 @@ def test_by_modality_draws_one_panel_per_modality_with_styles_by_group(tmp_path)
     styles = {line.get_label(): line.get_linestyle() for ax in (text, image) for line in ax.get_lines()}
     assert styles == {"bytes (byte-level)": ":", "subword (subword-level)": "-", "cnn (CNN)": "--",
                       "vit (transformer)": "-"}
+    assert "Forward passes in float32." in [text.get_text() for text in figure.texts]  # as the manifests recorded
     with pytest.raises(ValueError, match=r"\['vit'\] have no modality group"):
         by_modality(pd.DataFrame(rows), tmp_path / "g.png", tmp_path / "g.pdf",
                     groups={m: g for m, g in groups.items() if m != "vit"}, metric="avg_cosine", duplicates="omit")

@@ -16,9 +16,11 @@ import yaml
 from huggingface_hub import constants
 from huggingface_hub.errors import OfflineModeIsEnabled
 
-from shape_of_learning import pinning, refs
-from shape_of_learning.pinning import MissingRevisionError, duplicate_checkpoints, nearest_refs, pin
-from shape_of_learning.registry import Checkpoint, checkpoints
+from shape_of_learning.__main__ import main
+from shape_of_learning.models import pinning, revisions
+from shape_of_learning.models.checkpoints import Checkpoint, checkpoints
+from shape_of_learning.models.pinning import duplicate_checkpoints, pin
+from shape_of_learning.models.revisions import MissingRevisionError, nearest_refs
 
 SHA = "a" * 40
 PYTHIA_STEP1000 = Checkpoint("pythia-70m", "step1000", "hub", "EleutherAI/pythia-70m", "step1000", 1000)
@@ -40,7 +42,8 @@ def fake_hub(monkeypatch, siblings=None, error=None, branches=("main", "step0", 
             calls.append((repo, revision, files_metadata))
             return SimpleNamespace(sha=SHA, siblings=siblings)
 
-    monkeypatch.setattr(pinning, "HfApi", FakeApi)
+    for module in (pinning, revisions):  # model_info, list_repo_refs
+        monkeypatch.setattr(module, "HfApi", FakeApi)
     return calls
 
 
@@ -55,7 +58,7 @@ def test_hub_pin_records_commit_format_and_lfs_hashes_without_downloading(monkey
     assert calls == [("refs", "EleutherAI/pythia-70m"), ("EleutherAI/pythia-70m", "step1000", True)]
     assert pinned["commit_sha"] == SHA and pinned["weights"] == {"model.safetensors": "1" * 64}
     assert pinned["weights_format"] == "safetensors"
-    assert pinned["weight_bytes"] == {"model.safetensors": 5000}  # for shape_of_learning.disk
+    assert pinned["weight_bytes"] == {"model.safetensors": 5000}  # for shape_of_learning.experiment.disk
     assert pinned["repository_refs"] == ["main", "step0", "step1000", "step2000"]  # for check_revisions_offline
     assert pinned["weights_digest"] == hashlib.sha256(f"model.safetensors:{'1' * 64}\n".encode()).hexdigest()
     assert {k: pinned[k] for k in ("model", "checkpoint", "step", "source", "location", "revision")} == dict(
@@ -166,11 +169,11 @@ def test_local_directory_errors(tmp_path):
 def test_refs_command_lists_existing_checkpoints_marks_configured_and_names_missing(monkeypatch, tmp_path, capsys):
     branches = ["main", "step0", "step1", "step512", "step1000", "step2000"]
     fake_hub(monkeypatch, branches=branches)
-    monkeypatch.setattr(refs, "repository_refs", lambda repo: (branches, "the Hub"))
+    monkeypatch.setattr(revisions, "repository_refs", lambda repo: (branches, "the Hub"))
     config = tmp_path / "config.yaml"
     config.write_text("corpus: {name: c}\nwindows: {}\nfigures: {}\nmodels:\n  p: {hub_id: EleutherAI/p, kind: decoder, "
                       "layers: 2, checkpoints: [step0, step1000, step3000]}\n")
-    assert refs.main(["p", "--configfile", str(config), "--snippet"]) == 0
+    assert main(["refs", "p", "--configfile", str(config), "--snippet"]) == 0
     out = capsys.readouterr().out
     listed = [line.split()[-3] if line.startswith("  *") else line.split()[0] for line in out.splitlines()[1:7]]
     assert listed == ["step0", "step1", "step512", "step1000", "step2000", "main"]  # by step, then the others
@@ -188,26 +191,26 @@ def test_checkpoints_that_do_not_exist_are_rejected_offline_before_any_job(monke
     local = {"path": "saved", "kind": "decoder", "layers": 2, "checkpoints": ["step0", "step1000", "step1500"]}
     with pytest.raises(FileNotFoundError, match=r"model 'm': checkpoint directories missing: saved/step1500; present: "
                                                 r"step0, step1000 \(saved holds step0, step1000\)"):
-        pinning.check_revisions_offline({"m": checkpoints("m", local)}, {"m": local})
+        revisions.check_revisions_offline({"m": checkpoints("m", local)}, {"m": local})
     hub = {"hub_id": "EleutherAI/pythia-70m", "kind": "decoder", "layers": 2, "checkpoints": ["step1000", "step1600"]}
     found = {"p": checkpoints("p", hub)}
-    pinning.check_revisions_offline(found, {"p": hub})  # nothing known here: the pin job checks on the Hub
+    revisions.check_revisions_offline(found, {"p": hub})  # nothing known here: the pin job checks on the Hub
     lock = tmp_path / "results" / "lock" / "p" / "step1000.json"
     lock.parent.mkdir(parents=True)
     lock.write_text(json.dumps({"location": "EleutherAI/pythia-70m", "repository_refs": ["main", "step1000", "step2000"]}))
     with pytest.raises(MissingRevisionError, match=r"no revision 'step1600' \(its refs as read on the Hub when "
                                                    r".*step1000.json was pinned.*nearest existing: step1000, step2000"):
-        pinning.check_revisions_offline(found, {"p": hub})
+        revisions.check_revisions_offline(found, {"p": hub})
     lock.unlink()
     (tmp_path / "cache" / "models--EleutherAI--pythia-70m" / "refs").mkdir(parents=True)
     (tmp_path / "cache" / "models--EleutherAI--pythia-70m" / "refs" / "step1000").write_text(SHA)
-    pinning.check_revisions_offline(found, {"p": hub})  # online, the cache's refs are not all the Hub's
+    revisions.check_revisions_offline(found, {"p": hub})  # online, the cache's refs are not all the Hub's
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(MissingRevisionError, match=r"no revision 'step1600' \(in the local cache .*HF_HUB_OFFLINE"):
-        pinning.check_revisions_offline(found, {"p": hub})
+        revisions.check_revisions_offline(found, {"p": hub})
     lock = tmp_path / "results" / "lock" / "p" / "step1600.json"  # pinned before (another cache, weights evicted):
     lock.write_text(json.dumps({"location": "EleutherAI/pythia-70m", "repository_refs": None}))
-    pinning.check_revisions_offline(found, {"p": hub})  # it exists, so a finished run stays usable offline
+    revisions.check_revisions_offline(found, {"p": hub})  # it exists, so a finished run stays usable offline
 
 
 @pytest.mark.slow

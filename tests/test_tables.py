@@ -8,15 +8,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from shape_of_learning.experiment import validate_config
-from shape_of_learning.metrics.layer import VALUE_COLUMNS, measure_layer
-from shape_of_learning.shards import write_shard
-from shape_of_learning.tables import build_tables
-from shape_of_learning.verify import problems
+from shape_of_learning import paths
+from shape_of_learning.experiment.config import validate_config
+from shape_of_learning.experiment.dag import plan
+from shape_of_learning.experiment.verify import problems
+from shape_of_learning.extraction.shards import write_shard
+from shape_of_learning.metrics.layer import measure_layer
+from shape_of_learning.metrics.tables import LAYER_COLUMNS, build_tables
 
-MANIFEST = {"model": "m", "checkpoint": "step2", "step": 2, "layers": 4, "last_layer_after_final_norm": True}
+MANIFEST = {"model": "m", "checkpoint": "step2", "step": 2, "layers": 4, "last_layer_after_final_norm": True,
+            "dtype": "float32"}
 SETTINGS = {"names": ["anisotropy", "avg_cosine", "id_twonn"], "batch_size": 128, "batches": 2, "seed": 0,
-            "device": "cpu", "twonn_discard_fraction": 0.1}
+            "device": "cpu", "settings": {}}
 
 
 def test_a_layer_on_a_line_has_anisotropy_one_cosine_one_and_dimension_one(tmp_path):
@@ -28,7 +31,7 @@ def test_a_layer_on_a_line_has_anisotropy_one_cosine_one_and_dimension_one(tmp_p
     vectors = np.concatenate([t[:, None] * u, np.repeat(u[None] * 1.5, 6, axis=0)])
     write_shard(tmp_path / "layer_4.parquet", vectors, metadata={}, store_dtype="float32")
     table = measure_layer(tmp_path / "layer_4.parquet", MANIFEST, layer=4, kind="decoder", settings=SETTINGS)
-    assert list(table.columns) == VALUE_COLUMNS and len(table) == 3 * 2
+    assert list(table.columns) == LAYER_COLUMNS and len(table) == 3 * 2
     means = table.groupby("metric")["value"].mean()
     assert means["anisotropy"] == pytest.approx(1, abs=1e-5)
     assert means["avg_cosine"] == pytest.approx(1, abs=1e-5)
@@ -46,10 +49,10 @@ def test_only_the_last_layer_of_a_pre_ln_model_is_marked_after_the_final_norm(tm
 
 def layer_file(path, checkpoint, step, values):
     """A per-layer metrics file as measure_layer writes it: one metric, one value per batch."""
-    rows = [dict(model="m", kind="decoder", checkpoint=checkpoint, step=step, layer=0, num_layers=1,
+    rows = [dict(model="m", kind="decoder", checkpoint=checkpoint, step=step, dtype="float32", layer=0, num_layers=1,
                  after_final_norm=False, metric="anisotropy", batch=batch, value=value, duplicates_removed=0)
             for batch, value in enumerate(values)]
-    pd.DataFrame(rows, columns=VALUE_COLUMNS).to_parquet(path)
+    pd.DataFrame(rows, columns=LAYER_COLUMNS).to_parquet(path)
     return path
 
 
@@ -79,18 +82,22 @@ CONFIG = {"corpus": {"name": "c"}, "windows": {},
           "models": {"m": {"hub_id": "org/m", "kind": "decoder", "layers": 1, "checkpoints": ["step1", "step2"]}}}
 
 
-@pytest.fixture
-def finished_run(tmp_path):
-    """A run of CONFIG as the workflow leaves it: both figure files and a complete table."""
-    config = validate_config(copy.deepcopy(CONFIG))
-    (tmp_path / "results/figures").mkdir(parents=True)
-    for ext in ("png", "pdf"):
-        (tmp_path / f"results/figures/anisotropy_by_layer.{ext}").write_bytes(b"figure")
+def finish(config: dict, workdir) -> None:
+    """Every final output of the plan, as a finished run leaves it (files of a few bytes), and a complete metrics
+    table: one finite value per (model, checkpoint, layer, metric, batch) of the config."""
+    for target in plan(config).targets():
+        (workdir / target).parent.mkdir(parents=True, exist_ok=True)
+        (workdir / target).write_bytes(b"output")
     rows = [dict(model="m", checkpoint=c, layer=layer, metric=metric, batch=batch, value=0.5)
             for c in ("step1", "step2") for layer in (0, 1) for metric in ("anisotropy", "avg_cosine")
             for batch in (0, 1)]
-    (tmp_path / "results/tables").mkdir()
-    pd.DataFrame(rows).to_parquet(tmp_path / "results/tables/metrics.parquet")
+    pd.DataFrame(rows).to_parquet(workdir / paths.METRICS_TABLE)
+
+
+@pytest.fixture
+def finished_run(tmp_path):
+    config = validate_config(copy.deepcopy(CONFIG))
+    finish(config, tmp_path)
     return config, tmp_path
 
 
@@ -100,10 +107,12 @@ def break_table(workdir, edit):
 
 
 @pytest.mark.parametrize("damage, message", [
-    (lambda w: (w / "results/figures/anisotropy_by_layer.pdf").unlink(), "missing or empty figure .*anisotropy_by_layer.pdf"),
-    (lambda w: (w / "results/figures/anisotropy_by_layer.png").write_bytes(b""), "missing or empty figure .*png"),
-    (lambda w: (w / "results/tables/metrics.parquet").unlink(), "missing table"),
-    (lambda w: break_table(w, lambda t: t.iloc[1:]), r"1 missing \(e\.g\. \[\('m', 'step1', 0, 'anisotropy', 0\)\]\), 0 unexpected"),
+    (lambda w: (w / "results/figures/anisotropy_by_layer.pdf").unlink(), "missing or empty .*anisotropy_by_layer.pdf"),
+    (lambda w: (w / "results/figures/anisotropy_by_layer.png").write_bytes(b""), "missing or empty .*png"),
+    (lambda w: (w / "results/tables/metrics.parquet").unlink(), "missing or empty .*results/tables/metrics.parquet"),
+    (lambda w: (w / "results/tables/summary.csv").unlink(), "missing or empty .*results/tables/summary.csv"),
+    (lambda w: break_table(w, lambda t: t.iloc[1:]),
+     r"1 missing \(e\.g\. \[\('m', 'step1', 0, 'anisotropy', 0\)\]\), 0 unexpected"),
     (lambda w: break_table(w, lambda t: pd.concat([t, t.iloc[:1]])), "1 duplicate"),
     (lambda w: break_table(w, lambda t: t.assign(value=[np.nan] + [0.5] * (len(t) - 1))), "1 non-finite values"),
     (lambda w: break_table(w, lambda t: pd.concat([t, t.iloc[:1].assign(checkpoint="step9")])), "1 unexpected"),
@@ -114,3 +123,24 @@ def test_verify_names_each_kind_of_broken_run(finished_run, damage, message):
     damage(workdir)
     found = problems(config, workdir)
     assert len(found) == 1 and re.search(message, found[0]), found
+
+
+RAJAEE_PILEHVAR = {**CONFIG, "models": {
+    **CONFIG["models"], "enc": {"path": "enc", "kind": "encoder", "layers": 1},
+    "enc-tuned": {"finetune": {"base": "enc", "data": "lee/all"}, "kind": "encoder", "layers": 1}}, "finetuning": {
+    "pairs": [{"pretrained": "enc", "finetuned": "enc-tuned", "paper": "BERT"}], "evaluate": ["lee/all"],
+    "datasets": {"lee": {"format": "lee", "gensim": True, "scale": 1, "splits": {"all": ["a", "b"]}}}}}
+TABLE_1 = "results/tables/rajaee_pilehvar_table1.csv"
+
+
+def test_verify_checks_the_rajaee_pilehvar_tables_naming_the_file(tmp_path):
+    config = validate_config(copy.deepcopy(RAJAEE_PILEHVAR))
+    finish(config, tmp_path)
+    for table in (TABLE_1, "results/tables/rajaee_pilehvar_table2.csv"):
+        pd.DataFrame({"performance": [70.1], "isotropy": [0.2], "isotropy_u_only": [0.1]}).to_csv(tmp_path / table)
+    problems_of = lambda: [p for p in problems(config, tmp_path) if "metrics.parquet" not in p]  # noqa: E731
+    assert problems_of() == []  # the encoders' rows are not in this metrics table: only its problems are left out
+    pd.DataFrame({"performance": [70.1], "isotropy": [np.inf], "isotropy_u_only": [0.1]}).to_csv(tmp_path / TABLE_1)
+    assert problems_of() == [f"{tmp_path / TABLE_1}: empty or non-finite values"]
+    (tmp_path / TABLE_1).unlink()
+    assert problems_of() == [f"missing or empty {tmp_path / TABLE_1}"]

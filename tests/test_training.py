@@ -7,7 +7,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer, BertModel, GPTNeoXModel
 
-from shape_of_learning import training
+from shape_of_learning.models import training
 
 TINY = dict(num_layers=2, d_model=32, num_heads=2, seq_len=32, batch_size=16, lr=3e-3, log_every=5)
 ARCHS = {"gpt_neox": GPTNeoXModel, "bert": BertModel}

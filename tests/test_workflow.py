@@ -1,6 +1,7 @@
 """The real Snakemake DAG: schema validation, fan-out, adding a model, and an end-to-end run of the CI preset."""
 
 import json
+import math
 import re
 import subprocess
 import sys
@@ -10,9 +11,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from shape_of_learning.experiment import layers_in_group, load_config, plan, validate_config
-from shape_of_learning.finetuning import plan as finetuning_plan
-from shape_of_learning.verify import problems
+from shape_of_learning.experiment.config import load_config, validate_config
+from shape_of_learning.experiment.dag import layers_in_group, plan
+from shape_of_learning.experiment.verify import problems
+from shape_of_learning.models.schedules import log_then_linear
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow  # Snakemake processes on the real DAG: `make check` dry-runs it itself
@@ -26,9 +28,9 @@ def snakemake(*args, workdir: Path, check=True) -> subprocess.CompletedProcess:
     return result
 
 
-def planned_jobs(configfile: Path, workdir: Path) -> dict[str, int]:
+def planned_jobs(workdir: Path, *configfiles: Path) -> dict[str, int]:
     """Jobs per rule in a dry run (`snakemake -n --quiet rules`)."""
-    out = snakemake("-n", "--quiet", "rules", "--configfile", str(configfile), workdir=workdir).stdout
+    out = snakemake("-n", "--quiet", "rules", "--configfile", *map(str, configfiles), workdir=workdir).stdout
     counts = {rule: int(count) for rule, count in re.findall(r"^(\w+)\s+(\d+)\s*$", out, flags=re.MULTILINE)}
     assert counts.pop("total") == sum(counts.values())
     return counts
@@ -39,51 +41,71 @@ def write_config(config: dict, path: Path) -> Path:
     return path
 
 
+# The fan-out the DAG must have, computed from the config's own quantities (models x checkpoints x layer groups),
+# not by the planning code: a checkpoint is pinned and extracted once, its layer groups are measured once each.
+def checkpoints_of(entry: dict) -> int:
+    """How many checkpoints a model entry names, as the model schema describes them (schedules: the steps of
+    log_then_linear, which test_schedules checks against the published Pythia list)."""
+    spec = entry["train"]["steps"] if "train" in entry else entry.get("checkpoints")
+    if spec is None or "finetune" in entry:
+        return 1
+    if isinstance(spec, list):
+        return len(spec)
+    return len(log_then_linear(**spec.get("schedule", spec)))
+
+
+def expected_jobs(config: dict) -> dict[str, int]:
+    models, figures, per_job = config["models"], config["figures"], config["metrics"]["layers_per_job"]
+    checkpoints = {name: checkpoints_of(entry) for name, entry in models.items()}
+    jobs = {"pin_checkpoint": sum(checkpoints.values()), "extract_hidden_states": sum(checkpoints.values()),
+            "measure_layers": sum(count * math.ceil((models[name]["layers"] + 1) / per_job)
+                                  for name, count in checkpoints.items()),
+            "train_model": sum("train" in entry for entry in models.values()),
+            "sample_media": sum(f"{modality}_corpus" in config for modality in ("image", "audio")),
+            # one figure per kind, per item of a list (profile_across_checkpoints), per model of id_estimators
+            "plot_figure": sum(len(entry) if isinstance(entry, list) else
+                               len(entry["models"]) if kind == "id_estimators" else 1
+                               for kind, entry in figures.items() if kind not in ("duplicates", "layer_average"))}
+    if "finetuning" in config:  # each dataset obtained once; each fine-tuned model; each pair, state and split
+        section = config["finetuning"]
+        jobs |= {"obtain_rated_pairs": len(section["datasets"]),
+                 "finetune_model": sum("finetune" in entry for entry in models.values()),
+                 "measure_isotropy_settings": len(section["pairs"]) * 2 * len(section["evaluate"])}
+    return jobs
+
+
+def assert_fan_out(config: dict, jobs: dict[str, int]) -> None:
+    expected = expected_jobs(config)
+    assert {rule: jobs.get(rule, 0) for rule in expected} == expected
+    once = {rule: count for rule, count in jobs.items() if rule not in expected}
+    assert set(once.values()) == {1}, once  # the corpus, the tables, the Rajaee & Pilehvar tables and figures, all
+
+
 def test_dry_run_fans_out_one_extraction_per_checkpoint_and_one_metrics_job_per_layer_group(tmp_path):
-    config = load_config(REPO / "presets/demo.yaml")
-    experiment = plan(config)
-    jobs = planned_jobs(REPO / "presets/demo.yaml", tmp_path)
-    checkpoints = sum(len(ckpts) for ckpts in experiment.checkpoints.values())
-    assert checkpoints == 9 + 9 + 1 + 2 + 2 + 1  # demo-pythia, demo-bert, MiniLM, demo-vit, demo-resnet, MiniLM
-    # fine-tuned on SimLex-999
-    assert jobs["extract_hidden_states"] == checkpoints
-    assert jobs["pin_checkpoint"] == checkpoints
-    # layers_per_job 3: demo-pythia and demo-bert 9 checkpoints x (0-2, 3-4); MiniLM and MiniLM fine-tuned (0-2, 3-5,
-    # 6); demo-vit 2 checkpoints x (0-2, 3-4); demo-resnet 2 x (0-2, 3)
-    assert jobs["measure_layers"] == 9 * 2 * 2 + 3 * 2 + 2 * 2 + 2 * 2
-    assert jobs["train_model"] == 4
-    assert jobs["sample_media"] == 1
-    # Figure 1, Figures 2-3 for demo-pythia and demo-bert, Figure 4, Figure 5 for demo-pythia, the modality figure
-    assert jobs["plot_figure"] == 1 + 2 + 1 + 1 + 1
-    # Rajaee & Pilehvar: SimLex-999, Lee and WordSim-353 read once; one fine-tuning; pre-trained and fine-tuned
-    # MiniLM analysed on Lee and on WordSim-353
-    assert (jobs["obtain_rated_pairs"], jobs["finetune_model"], jobs["measure_isotropy_settings"]) == (3, 1, 2 * 2)
+    assert_fan_out(yaml.safe_load((REPO / "presets/demo.yaml").read_text()),
+                   planned_jobs(tmp_path, REPO / "presets/demo.yaml"))
 
 
-def test_layers_per_job_batches_consecutive_layers_into_one_metrics_job(tmp_path):
+@pytest.mark.parametrize("layers_per_job", [1, 2])
+def test_layers_per_job_batches_consecutive_layers_into_one_metrics_job(tmp_path, layers_per_job):
     config = yaml.safe_load((REPO / "presets/demo.yaml").read_text())
-    config["metrics"]["layers_per_job"] = 2
-    jobs = planned_jobs(write_config(config, tmp_path / "batched.yaml"), tmp_path)
-    # demo-pythia and demo-bert: 9 checkpoints x layers 0-1, 2-3, 4; MiniLM and MiniLM fine-tuned: 0-1, 2-3, 4-5, 6;
-    # demo-vit (0-1, 2-3, 4) and demo-resnet (0-1, 2-3): 2 checkpoints each
-    assert jobs["measure_layers"] == 9 * 3 * 2 + 4 * 2 + 2 * 3 + 2 * 2
-    assert plan(validate_config(config)).layer_groups("all-MiniLM-L6-v2") == ["0-1", "2-3", "4-5", "6"]
-    config["metrics"]["layers_per_job"] = 1
-    jobs = planned_jobs(write_config(config, tmp_path / "per_layer.yaml"), tmp_path)
-    assert jobs["measure_layers"] == 9 * 5 * 2 + 7 * 2 + 2 * 5 + 2 * 4  # one job per hidden state
+    config["metrics"]["layers_per_job"] = layers_per_job
+    assert_fan_out(config, planned_jobs(tmp_path, write_config(config, tmp_path / "config.yaml")))
+    groups = plan(validate_config(config)).layer_groups("all-MiniLM-L6-v2")
+    assert groups == [str(i) for i in range(7)] if layers_per_job == 1 else ["0-1", "2-3", "4-5", "6"]
     assert [list(layers_in_group(g)) for g in ("0-2", "6")] == [[0, 1, 2], [6]]
 
 
 def test_adding_a_model_entry_adds_exactly_its_jobs(tmp_path):
     config = yaml.safe_load((REPO / "presets/demo.yaml").read_text())
-    before = planned_jobs(write_config(config, tmp_path / "before.yaml"), tmp_path)
+    before = planned_jobs(tmp_path, write_config(config, tmp_path / "before.yaml"))
     config["models"]["pythia-70m"] = {
         "hub_id": "EleutherAI/pythia-70m",
         "kind": "decoder",
         "layers": 6,
         "checkpoints": {"schedule": {"last": 143000, "every": 50000, "log_until": 4}, "revision": "step{step}"},
     }
-    after = planned_jobs(write_config(config, tmp_path / "after.yaml"), tmp_path)
+    after = planned_jobs(tmp_path, write_config(config, tmp_path / "after.yaml"))
     checkpoints = len([0, 1, 2, 4, 50000, 100000, 143000])
     added = {rule: after[rule] - before.get(rule, 0) for rule in after}
     assert added["pin_checkpoint"] == added["extract_hidden_states"] == checkpoints
@@ -93,11 +115,9 @@ def test_adding_a_model_entry_adds_exactly_its_jobs(tmp_path):
 
 
 def test_paper_config_plans_every_figure_offline(tmp_path):
-    jobs = planned_jobs(REPO / "config.yaml", tmp_path)
+    jobs = planned_jobs(tmp_path, REPO / "config.yaml")
+    assert_fan_out(yaml.safe_load((REPO / "config.yaml").read_text()), jobs)
     experiment = plan(load_config(REPO / "config.yaml"))
-    # by hand from config.yaml: 11 Pythia models x 35 steps and pythia-2.8b's 18 (from step 7000), 4 Bloom series x 8,
-    # TinyLlama 7, OLMo 2, and 33 models of one checkpoint (16 pre-trained, 2 fine-tuned, 15 of Godey et al.)
-    assert jobs["pin_checkpoint"] == jobs["extract_hidden_states"] == 11 * 35 + 18 + 4 * 8 + 7 + 2 + 33
     # only branches that exist upstream (the published lists, written out here independently of the schedule code)
     published = {"pythia": {f"step{s}" for s in [0, *(2**i for i in range(10)), *range(1000, 143001, 1000)]},
                  "bloom-560m": {f"global_step{s}" for s in [1000, 10000, *range(100000, 600001, 100000)]},
@@ -111,12 +131,6 @@ def test_paper_config_plans_every_figure_offline(tmp_path):
     early = {f"step{s}" for s in range(1000, 10001, 1000)}  # where Figure 4's intrinsic dimension rises
     assert early <= {c.revision for c in experiment.checkpoints["pythia-1.4b"]}
     assert experiment.models["pythia-2.8b"]["weights"] == "pytorch"  # its safetensors are main's (pythia#205)
-    # Figure 1, Figures 2-3 for bloom-3b-intermediate and pythia-2.8b, Figure 4, Figure 5 for pythia-1.4b, by modality
-    assert jobs["plot_figure"] == 1 + 2 + 1 + 1 + 1
-    assert jobs["sample_media"] == 2  # the image and the audio corpus
-    # Rajaee & Pilehvar: STS-B obtained once, BERT and RoBERTa fine-tuned, each pre-trained and fine-tuned analysed
-    assert (jobs["obtain_rated_pairs"], jobs["finetune_model"], jobs["measure_isotropy_settings"]) == (1, 2, 4)
-    assert jobs["tabulate_rajaee_pilehvar"] == jobs["plot_rajaee_pilehvar_figure1"] == jobs["plot_rajaee_pilehvar_figure2"] == 1
 
 
 def test_each_model_reads_the_corpus_of_its_modality(tmp_path):
@@ -157,12 +171,11 @@ def test_end_to_end_ci_preset_produces_every_figure_and_a_complete_table(tmp_pat
     configfiles = [str(REPO / "presets/demo.yaml"), str(REPO / "presets/ci.yaml")]  # ci.yaml overlays the demo
     snakemake("--cores", "2", "--configfile", *configfiles, workdir=tmp_path)
     config = load_config(*configfiles)
-    assert problems(config, tmp_path) == []
-    assert finetuning_plan.problems(config, tmp_path) == []  # Tables 1-2 complete and finite
-    # one log per job, by hand: extractions 6 + 6 (demo-pythia, demo-bert: steps 0, 1, 2, 4, 20, 40) + 2 (MiniLM,
-    # fine-tuned) + 2 + 2 (demo-vit, demo-resnet: steps 0, 40); metrics jobs of 2 layers: 12 x 3 + 2 x 4 + 2 x 3 + 2 x 2
-    assert len(list((tmp_path / "logs/extract").rglob("*.log"))) == 18
-    assert len(list((tmp_path / "logs/metrics").rglob("*.log"))) == 54
+    assert problems(config, tmp_path) == []  # Tables 1-2 of Rajaee & Pilehvar included
+    # one log per job that ran, where every job's log is named after its rule
+    expected = expected_jobs(config)
+    for rule in ("extract_hidden_states", "measure_layers"):
+        assert len(list((tmp_path / "logs" / rule).rglob("*.log"))) == expected[rule], rule
     snakemake("--cores", "1", "--configfile", *configfiles, "--report", "results/report.html", workdir=tmp_path)
     report = (tmp_path / "results/report.html").read_text(errors="replace")
     assert "anisotropy_by_layer.png" in report and "by_modality.png" in report
@@ -172,3 +185,4 @@ def test_end_to_end_ci_preset_produces_every_figure_and_a_complete_table(tmp_pat
     assert set(cosine.groups) >= {"demo-vit", "demo-resnet"}  # the digit-trained ViT and CNN, measured end to end
     manifest = json.loads((tmp_path / "results/manifests/demo-resnet/step40.json").read_text())
     assert manifest["modality"] == "image" and manifest["layers"] == 3 and manifest["tokens_per_layer"] == 1024
+    assert set(summary["dtype"]) == {"float32"}  # on CPU, extraction.dtype auto runs float32

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A one-node SLURM cluster on this machine (Debian's slurm-wlm + munge), with two fake GPUs so `--gpus=1` jobs
-# schedule, two at once. Usage: local_cluster.sh start | stop.  Needs root. Facts and pitfalls: see README, "SLURM".
+# schedule, two at once. Usage: local_cluster.sh start | stop.  Needs root. Facts and pitfalls: docs/cluster.md.
 set -euo pipefail
 STATE=${SLURM_LOCAL_STATE:-/tmp/slurm-local}
 CONF_DIR=$STATE/etc

@@ -23,7 +23,7 @@ start=$(date +%s)
 # The user's profile, then only what differs on this one-node test cluster (tests/slurm/profile).
 .venv/bin/snakemake --profile profiles/slurm --profile tests/slurm/profile --configfile "${presets[@]}" --directory "$workdir"
 echo "${PRESET:-presets/demo.yaml presets/ci.yaml} through SLURM: $(( $(date +%s) - start )) s"
-.venv/bin/python -m shape_of_learning.verify "${presets[@]}" --directory "$workdir"
+.venv/bin/python -m shape_of_learning verify "${presets[@]}" --directory "$workdir"
 
 # At some second, two jobs holding a GPU each were running: the cluster was not capped at one GPU job.
 most=$(sort -k2,2n "$workdir/gpu_jobs_running.txt" | tail -1 | cut -d' ' -f2)

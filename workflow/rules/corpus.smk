@@ -4,14 +4,14 @@
 
 rule obtain_corpus:
     output:
-        f"{CORPUS}/raw.xml",
+        paths.raw_corpus(CORPUS),
     params:
-        corpus=result_settings(config["corpus"]),
+        settings=result_settings(config["corpus"], "corpus"),
     retries: 2
     log:
-        "logs/corpus/obtain.log",
+        paths.log("obtain_corpus"),
     benchmark:
-        "results/benchmarks/corpus/obtain.tsv"
+        paths.benchmark("obtain_corpus")
     conda:
         ENV
     script:
@@ -20,14 +20,14 @@ rule obtain_corpus:
 
 rule clean_corpus:
     input:
-        f"{CORPUS}/raw.xml",
+        paths.raw_corpus(CORPUS),
     output:
-        text=f"{CORPUS}/clean.txt",
-        stats=f"{CORPUS}/clean.stats.json",
+        text=paths.clean_corpus(CORPUS),
+        stats=paths.clean_stats(CORPUS),
     log:
-        "logs/corpus/clean.log",
+        paths.log("clean_corpus"),
     benchmark:
-        "results/benchmarks/corpus/clean.tsv"
+        paths.benchmark("clean_corpus")
     conda:
         ENV
     script:
@@ -36,13 +36,13 @@ rule clean_corpus:
 
 rule sample_windows:
     input:
-        f"{CORPUS}/clean.txt",
+        paths.clean_corpus(CORPUS),
     output:
-        f"{CORPUS}/windows.parquet",
+        paths.windows(CORPUS),
     params:
-        windows=result_settings(config["windows"]),
+        settings=result_settings(config["windows"], "windows"),
     log:
-        "logs/corpus/windows.log",
+        paths.log("sample_windows"),
     conda:
         ENV
     script:
@@ -51,15 +51,16 @@ rule sample_windows:
 
 rule sample_media:
     output:
-        "results/corpus/{corpus}/{modality}.parquet",
+        paths.media(),
     wildcard_constraints:
-        modality="image|audio",
+        modality="|".join(MEDIA),
     params:
-        spec=lambda wildcards: result_settings(config[f"{wildcards.modality}_corpus"]),
+        settings=lambda wildcards: result_settings(config[f"{wildcards.modality}_corpus"],
+                                                    f"{wildcards.modality}_corpus"),
     log:
-        "logs/corpus/{corpus}_{modality}.log",
+        paths.log("sample_media", "{corpus}/{modality}"),
     benchmark:
-        "results/benchmarks/corpus/{corpus}_{modality}.tsv"
+        paths.benchmark("sample_media", "{corpus}/{modality}")
     conda:
         ENV
     script:

@@ -1,11 +1,8 @@
-# Rajaee & Pilehvar (2022), how fine-tuning changes isotropy: rated-pair datasets, Siamese fine-tuning, the five
-# isotropy settings on pre-trained and fine-tuned token spaces (Tables 1-2) and Figures 1-2. The fine-tuned model is
-# a `finetune:` entry of the registry, so extraction and the per-layer metrics treat it like any other model.
-from shape_of_learning.finetuning import plan as finetuning_plan
-
-FINETUNING = config.get("finetuning")
-FINETUNING_TARGETS = finetuning_plan.targets(config)
-FINETUNING_PAIRS = finetuning_plan.pairs(config)  # checks every cross-reference before any job runs
+# Rajaee & Pilehvar (Findings of EMNLP 2021), how fine-tuning changes isotropy: rated-pair datasets, Siamese
+# fine-tuning, the five isotropy settings on pre-trained and fine-tuned token spaces (Tables 1-2) and Figures 1-2.
+# The fine-tuned model is a `finetune:` entry of the registry, so extraction and the per-layer metrics treat it like
+# any other model. Included where the config has a `finetuning:` section; its jobs are EXPERIMENT.analyses.
+from shape_of_learning.experiment.dag import RAJAEE_PILEHVAR_FIGURES, RAJAEE_PILEHVAR_REPORT, RAJAEE_PILEHVAR_TABLES
 
 
 wildcard_constraints:
@@ -15,15 +12,16 @@ wildcard_constraints:
 
 rule obtain_rated_pairs:
     output:
-        directory("results/datasets/{dataset}"),
+        directory(paths.dataset()),
     params:
-        spec=lambda wildcards: result_settings(FINETUNING["datasets"][wildcards.dataset]),
+        settings=lambda wildcards: result_settings(config["finetuning"]["datasets"][wildcards.dataset],
+                                                   "finetuning.datasets.*"),
     localrule: True
     retries: 2
     log:
-        "logs/datasets/{dataset}.log",
+        paths.log("obtain_rated_pairs", "{dataset}"),
     benchmark:
-        "results/benchmarks/datasets/{dataset}.tsv"
+        paths.benchmark("obtain_rated_pairs", "{dataset}")
     conda:
         ENV
     script:
@@ -32,20 +30,19 @@ rule obtain_rated_pairs:
 
 rule finetune_model:
     input:
-        unpack(finetune_inputs),
+        unpack(finetuning_data),
     output:
-        directory("results/finetuned/{model}"),
+        directory(paths.finetuned_model()),
     params:
-        spec=lambda wildcards: result_settings(EXPERIMENT.models[wildcards.model]["finetune"]),
-        base=lambda wildcards: last_checkpoint(EXPERIMENT.models[wildcards.model]["finetune"]["base"]),
-        scale=finetune_scale,
+        settings=lambda wildcards: result_settings(model_entry(wildcards)["finetune"], "models.*.finetune"),
+        base=lambda wildcards: EXPERIMENT.last_checkpoint(model_entry(wildcards)["finetune"]["base"]),
     threads: 2  # a workstation's; profiles/slurm sets a cluster's (set-threads)
     resources:
         gpu=1,
     log:
-        "logs/finetuned/{model}.log",
+        paths.log("finetune_model", "{model}"),
     benchmark:
-        "results/benchmarks/finetuned/{model}.tsv"
+        paths.benchmark("finetune_model", "{model}")
     conda:
         ENV
     script:
@@ -54,25 +51,25 @@ rule finetune_model:
 
 rule measure_isotropy_settings:
     input:
-        pairs="results/datasets/{dataset}",
-        pin=lambda wildcards: f"results/lock/{wildcards.model}/{last_checkpoint(wildcards.model).name}.json",
+        pairs=paths.dataset(),
+        pin=lambda wildcards: last_pin(wildcards.model),
         trained=trained_model_dir,
     output:
-        settings="results/rajaee_pilehvar/{dataset}/{split}/{model}/settings.parquet",
-        layers="results/rajaee_pilehvar/{dataset}/{split}/{model}/layers.parquet",
-        view="results/rajaee_pilehvar/{dataset}/{split}/{model}/view.parquet",
+        settings=paths.isotropy_settings(part="settings"),
+        layers=paths.isotropy_settings(part="layers"),
+        view=paths.isotropy_settings(part="view"),
     params:
-        checkpoint=lambda wildcards: last_checkpoint(wildcards.model),
-        entry=lambda wildcards: result_settings(model_entry(wildcards), "batch_size"),
-        options=result_settings(FINETUNING or {}, "device", "batch_size", "pairs", "evaluate", "datasets"),
+        checkpoint=lambda wildcards: EXPERIMENT.last_checkpoint(wildcards.model),
+        entry=lambda wildcards: result_settings(model_entry(wildcards), "models.*"),
+        settings=result_settings(config["finetuning"], "finetuning"),
     threads: 2  # a workstation's; profiles/slurm sets a cluster's (set-threads)
     resources:
         gpu=1,
     retries: 2  # downloads the weights from the Hub
     log:
-        "logs/rajaee_pilehvar/{dataset}/{split}/{model}.log",
+        paths.log("measure_isotropy_settings", "{dataset}/{split}/{model}"),
     benchmark:
-        "results/benchmarks/rajaee_pilehvar/{dataset}/{split}/{model}.tsv"
+        paths.benchmark("measure_isotropy_settings", "{dataset}/{split}/{model}")
     conda:
         ENV
     script:
@@ -81,17 +78,17 @@ rule measure_isotropy_settings:
 
 rule tabulate_rajaee_pilehvar:
     input:
-        [job.output("settings") for job in finetuning_plan.analyses(config)],
+        [job.output("settings") for job in EXPERIMENT.analyses],
     output:
-        table1=finetuning_plan.TABLES[0],
-        table2=finetuning_plan.TABLES[1],
-        html=report(finetuning_plan.REPORT_TABLE, caption="../report/rajaee_pilehvar_tables.rst",
+        table1=RAJAEE_PILEHVAR_TABLES[0],
+        table2=RAJAEE_PILEHVAR_TABLES[1],
+        html=report(RAJAEE_PILEHVAR_REPORT, caption="../report/rajaee_pilehvar_tables.rst",
                     category="Rajaee & Pilehvar", labels={"table": "1-2: settings, ours beside the paper's"}),
     params:
-        jobs=finetuning_plan.analyses(config),
+        analyses=EXPERIMENT.analyses,
     localrule: True
     log:
-        "logs/tables/rajaee_pilehvar.log",
+        paths.log("tabulate_rajaee_pilehvar"),
     conda:
         ENV
     script:
@@ -100,37 +97,36 @@ rule tabulate_rajaee_pilehvar:
 
 rule plot_rajaee_pilehvar_figure1:
     input:
-        [job.output("layers") for job in finetuning_plan.analyses(config, first_only=True)],
+        [job.output("layers") for job in EXPERIMENT.figure_analyses],
     output:
-        png=report(finetuning_plan.FIGURES["figure1"][0], caption="../report/rajaee_pilehvar_figure1.rst",
+        png=report(RAJAEE_PILEHVAR_FIGURES[1][0], caption="../report/rajaee_pilehvar_figure1.rst",
                    category="Rajaee & Pilehvar", labels={"figure": "1: -log I(W) per layer"}),
-        pdf=finetuning_plan.FIGURES["figure1"][1],
+        pdf=RAJAEE_PILEHVAR_FIGURES[1][1],
     params:
-        jobs=finetuning_plan.analyses(config, first_only=True),
+        analyses=EXPERIMENT.figure_analyses,
     log:
-        "logs/figures/rajaee_pilehvar_figure1.log",
+        paths.log("plot_rajaee_pilehvar_figure1"),
     conda:
         ENV
     script:
-        "../scripts/plot_rajaee_pilehvar_figures.py"
+        "../scripts/plot_rajaee_pilehvar_figure1.py"
 
 
 rule plot_rajaee_pilehvar_figure2:
     input:
-        views=[job.output("view") for job in finetuning_plan.analyses(config, first_only=True)],
-        corpus=f"{CORPUS}/clean.txt",
-        pins=[f"results/lock/{p.pretrained}/{last_checkpoint(p.pretrained).name}.json" for p in FINETUNING_PAIRS],
+        views=[job.output("view") for job in EXPERIMENT.figure_analyses],
+        corpus=paths.clean_corpus(CORPUS),
+        pins=[last_pin(pair.pretrained) for pair in EXPERIMENT.pairs],
     output:
-        png=report(finetuning_plan.FIGURES["figure2"][0], caption="../report/rajaee_pilehvar_figure2.rst",
+        png=report(RAJAEE_PILEHVAR_FIGURES[2][0], caption="../report/rajaee_pilehvar_figure2.rst",
                    category="Rajaee & Pilehvar", labels={"figure": "2: PCA view by corpus frequency"}),
-        pdf=finetuning_plan.FIGURES["figure2"][1],
+        pdf=RAJAEE_PILEHVAR_FIGURES[2][1],
     params:
-        jobs=finetuning_plan.analyses(config, first_only=True),
-        checkpoints=[last_checkpoint(p.pretrained) for p in FINETUNING_PAIRS],
-        entries=[EXPERIMENT.models[p.pretrained] for p in FINETUNING_PAIRS],
+        analyses=EXPERIMENT.figure_analyses,
+        checkpoints=[EXPERIMENT.last_checkpoint(pair.pretrained) for pair in EXPERIMENT.pairs],
     log:
-        "logs/figures/rajaee_pilehvar_figure2.log",
+        paths.log("plot_rajaee_pilehvar_figure2"),
     conda:
         ENV
     script:
-        "../scripts/plot_rajaee_pilehvar_figures.py"
+        "../scripts/plot_rajaee_pilehvar_figure2.py"

@@ -3,17 +3,17 @@
 
 rule measure_layers:
     input:
-        shards="results/embeddings/{model}/{checkpoint}",
-        manifest="results/manifests/{model}/{checkpoint}.json",
+        shards=paths.shards(),
+        manifest=paths.manifest(),
     output:
-        "results/metrics/{model}/{checkpoint}/layer_{layer_group}.parquet",
+        paths.layer_metrics(),
     params:
-        metrics=result_settings(config["metrics"], "device"),
-        kind=lambda wildcards: EXPERIMENT.models[wildcards.model]["kind"],
+        metrics=result_settings(config["metrics"], "metrics"),
+        kind=lambda wildcards: model_entry(wildcards)["kind"],  # a column of the table
     log:
-        "logs/metrics/{model}/{checkpoint}/layer_{layer_group}.log",
+        paths.log("measure_layers", "{model}/{checkpoint}/layer_{layer_group}"),
     benchmark:
-        "results/benchmarks/metrics/{model}/{checkpoint}/layer_{layer_group}.tsv"
+        paths.benchmark("measure_layers", "{model}/{checkpoint}/layer_{layer_group}")
     conda:
         ENV
     script:
@@ -22,15 +22,16 @@ rule measure_layers:
 
 rule tabulate_metrics:
     input:
-        metrics=LAYER_METRICS,
-        pins=PINS,
+        metrics=[paths.layer_metrics(model, ckpt.name, group) for model, ckpts in EXPERIMENT.checkpoints.items()
+                 for ckpt in ckpts for group in EXPERIMENT.layer_groups(model)],
+        pins=[paths.lock(model, ckpt.name) for model, ckpts in EXPERIMENT.checkpoints.items() for ckpt in ckpts],
     output:
-        values="results/tables/metrics.parquet",
-        summary="results/tables/summary.parquet",
-        summary_csv="results/tables/summary.csv",
+        values=paths.METRICS_TABLE,
+        summary=paths.SUMMARY,
+        summary_csv=paths.SUMMARY_CSV,
     localrule: True
     log:
-        "logs/tables/tabulate_metrics.log",
+        paths.log("tabulate_metrics"),
     conda:
         ENV
     script:

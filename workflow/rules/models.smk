@@ -3,18 +3,19 @@
 
 rule train_model:
     input:
-        lambda wildcards: model_corpus(wildcards, text=f"{CORPUS}/clean.txt"),
+        training_corpus,
     output:
-        directory("results/models/{model}"),
+        directory(paths.trained_model()),
     params:
+        # what training reads of the entry; its checkpoints are the steps it saves
         entry=lambda wildcards: result_settings(
-            {key: model_entry(wildcards)[key] for key in ("train", "layers", "max_length", "modality")}),
+            {key: model_entry(wildcards)[key] for key in ("train", "layers", "max_length", "modality")}, "models.*"),
         steps=lambda wildcards: [ckpt.step for ckpt in EXPERIMENT.checkpoints[wildcards.model]],
     threads: 2  # a workstation's; profiles/slurm sets a cluster's (set-threads)
     log:
-        "logs/models/train_{model}.log",
+        paths.log("train_model", "{model}"),
     benchmark:
-        "results/benchmarks/models/train_{model}.tsv"
+        paths.benchmark("train_model", "{model}")
     conda:
         ENV
     script:
@@ -26,16 +27,16 @@ rule pin_checkpoint:
     input:
         trained_model_dir,
     output:
-        "results/lock/{model}/{checkpoint}.json",
+        paths.lock(),
     params:
         checkpoint=lambda wildcards: EXPERIMENT.checkpoint(wildcards.model, wildcards.checkpoint),
-        weights=lambda wildcards: EXPERIMENT.models[wildcards.model]["weights"],
+        weights=lambda wildcards: model_entry(wildcards)["weights"],
     localrule: True
     retries: 2
     log:
-        "logs/lock/{model}/{checkpoint}.log",
+        paths.log("pin_checkpoint", "{model}/{checkpoint}"),
     benchmark:
-        "results/benchmarks/lock/{model}/{checkpoint}.tsv"
+        paths.benchmark("pin_checkpoint", "{model}/{checkpoint}")
     conda:
         ENV
     script:

@@ -1,17 +1,16 @@
-from pathlib import Path
-
 import pandas as pd
 
+from shape_of_learning import paths
 from shape_of_learning.finetuning.analysis import analyse
 from shape_of_learning.logs import job_logging
-from shape_of_learning.pinning import read_lock
+from shape_of_learning.models.pinning import read_lock
 
 with job_logging(snakemake):
-    options = {**snakemake.config["finetuning"], **snakemake.params.options}  # params: the result-relevant subset
-    pairs = pd.read_parquet(Path(snakemake.input.pairs, f"{snakemake.wildcards.split}.parquet"))
+    options, wildcards = snakemake.config["finetuning"], snakemake.wildcards
+    pairs = pd.read_parquet(paths.dataset_split(wildcards.dataset, wildcards.split))
     table, layers, view = analyse(
-        snakemake.params.checkpoint, snakemake.params.entry, read_lock(snakemake.input.pin), pairs,
-        clusters=options["clusters"], directions=options["directions"], least=options["least_directions"],
+        snakemake.params.checkpoint, snakemake.config["models"][wildcards.model], read_lock(snakemake.input.pin),
+        pairs, clusters=options["clusters"], directions=options["directions"], least=options["least_directions"],
         table_layer=options["table_layer"], figure_tokens=options["figure_tokens"], seed=options["seed"],
         batch_size=options["batch_size"], device=options["device"])
     table.to_parquet(snakemake.output.settings, index=False)

@@ -3,7 +3,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from shape_of_learning.experiment import layers_in_group
+from shape_of_learning import paths
+from shape_of_learning.experiment.dag import layers_in_group
 from shape_of_learning.logs import job_logging
 from shape_of_learning.metrics.layer import measure_layer
 
@@ -11,11 +12,11 @@ with job_logging(snakemake):
     manifest = json.loads(Path(snakemake.input.manifest).read_text())
     tables = [
         measure_layer(
-            Path(snakemake.input.shards) / f"layer_{layer}.parquet",
+            Path(snakemake.input.shards, paths.shard_name(layer)),
             manifest,
             layer=layer,
-            kind=snakemake.params.kind,
-            settings={**snakemake.params.metrics, "device": snakemake.config["metrics"]["device"]},
+            kind=snakemake.config["models"][snakemake.wildcards.model]["kind"],
+            settings=snakemake.config["metrics"],
         )
         for layer in layers_in_group(snakemake.wildcards.layer_group)
     ]

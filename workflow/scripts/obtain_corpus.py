@@ -4,7 +4,7 @@ from shape_of_learning import corpus
 from shape_of_learning.logs import job_logging
 
 with job_logging(snakemake):
-    spec = snakemake.params.corpus
+    spec = snakemake.config["corpus"]
     corpus.obtain(
         Path(snakemake.output[0]),
         url=spec["url"],

@@ -1,6 +1,6 @@
+from shape_of_learning.extraction.shards import read_parquet
 from shape_of_learning.logs import job_logging
-from shape_of_learning.shards import read_parquet
-from shape_of_learning.tables import build_tables
+from shape_of_learning.metrics.tables import build_tables
 
 with job_logging(snakemake):
     for path in snakemake.input.metrics:  # a truncated file is named, never read as a shorter table

@@ -7,7 +7,7 @@ with job_logging(snakemake):
     results = pd.concat([
         pd.read_parquet(path).assign(dataset=job.reference, model=job.model, state=job.state,
                                      paper_model=job.pair.paper)
-        for job, path in zip(snakemake.params.jobs, snakemake.input)
+        for job, path in zip(snakemake.params.analyses, snakemake.input)
     ], ignore_index=True)
     tables = comparison(results)
     tables[1].to_csv(snakemake.output.table1, index=False)

@@ -4,8 +4,8 @@ The paper's image corpus is ImageNet's validation set and its speech corpus Comm
 downloaded without an account, so config.yaml points `image_corpus.local_path` / `audio_corpus.local_path` at a local
 folder or a .zip/.tar(.gz) archive. `sample_media` lists the files of the modality's extensions in a stable (sorted)
 order, draws `count` of them with numpy's PCG64 generator seeded by `seed` (same files, same order, on any machine),
-decodes each one to verify it (a corrupt file is an error naming it) and writes their bytes, names and sha256 to
-``results/corpus/{name}/items.parquet``: extraction jobs read only that file, never the source tree.
+decodes each one to verify it (a corrupt file is an error naming it) and writes their bytes, names and sha256 to one
+Parquet file (`shape_of_learning.paths.media`): extraction jobs read only that file, never the source tree.
 
 File format: columns item (int, 0..n-1: the order extractors consume them), name (path inside the source), sha256,
 label (int; the class for sklearn's digits, -1 where unknown), data (the file's bytes); schema metadata key

@@ -1,6 +1,6 @@
-"""Tables 1-2 and the data of Figures 1-2 of Rajaee & Pilehvar (2022) for one model on one rated-pairs set.
+"""Tables 1-2 and the data of Figures 1-2 of Rajaee & Pilehvar (2021) for one model on one rated-pairs set.
 
-The texts of the pairs go through the model once, by the project's extraction (`shape_of_learning.extract`, special
+The texts of the pairs go through the model once, by the project's extraction (`shape_of_learning.extraction`, special
 tokens kept so the first token can be told apart); then, per hidden layer, "all tokens" are the token vectors
 without special tokens ([CLS]/[SEP], <s>/</s>) and "[CLS]" the first-token vector of each text. At the table layer
 (the last by default) every setting of `settings` is applied to all tokens of all texts together, and measured by
@@ -19,11 +19,13 @@ from scipy.stats import spearmanr
 from sklearn.decomposition import PCA
 from sklearn.preprocessing import normalize
 
-from shape_of_learning.extract import extract
+from shape_of_learning import paths
+from shape_of_learning.extraction.hidden_states import extract
+from shape_of_learning.extraction.loading import load_preprocessor
+from shape_of_learning.extraction.shards import read_shard
 from shape_of_learning.metrics import Vectors
 from shape_of_learning.metrics.isotropy import isotropy_iw, isotropy_iw_u_only
-from shape_of_learning.registry import Checkpoint, tokenizer_location
-from shape_of_learning.shards import read_shard
+from shape_of_learning.models.checkpoints import Checkpoint
 
 from . import settings as transforms
 
@@ -69,17 +71,13 @@ def hidden_tokens(checkpoint: Checkpoint, entry: dict, pin: dict, texts: list[st
     """Every layer's vectors of every token of `texts` (special tokens included), and per row its text, position,
     token id and whether it is a special token. `batch_size` texts go through the model at once (rated texts are
     short; each batch costs one shard write per layer)."""
-    from transformers import AutoTokenizer
-
-    location = tokenizer_location(entry, checkpoint)
-    tokenizer = AutoTokenizer.from_pretrained(
-        location, revision=pin["commit_sha"] if location == checkpoint.location else None)
+    tokenizer = load_preprocessor(entry, checkpoint, pin["commit_sha"])
     lengths = tokenizer(texts, truncation=True, max_length=entry["max_length"])["input_ids"]
     with tempfile.TemporaryDirectory() as shards:
         extract(checkpoint, {**entry, "batch_size": batch_size}, texts, sum(map(len, lengths)), Path(shards),
                 pin=pin, special_tokens="include", store_dtype="float32", device=device)
-        layers = [read_shard(Path(shards, f"layer_{layer}.parquet"))[0] for layer in range(entry["layers"] + 1)]
-        index = pq.read_table(Path(shards, "layer_0.parquet"), columns=["window", "position", "token_id"]).to_pandas()
+        layers = [read_shard(Path(shards, paths.shard_name(layer)))[0] for layer in range(entry["layers"] + 1)]
+        index = pq.read_table(Path(shards, paths.shard_name(0)), columns=["window", "position", "token_id"]).to_pandas()
     index["special"] = index["token_id"].isin(tokenizer.all_special_ids)
     return layers, index
 

@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from shape_of_learning.corpus import gensim_test_file
 from shape_of_learning.corpus.fetch import _digests, obtain
 
 logger = logging.getLogger(__name__)
 
 COLUMNS = ["text1", "text2", "score"]
-GENSIM_TEST_DATA = "test/test_data"
 
 
 def read_sts(path: Path, *, lines=None) -> pd.DataFrame:
@@ -82,18 +82,9 @@ def _frame(rows, path) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def gensim_test_file(name: str) -> Path:
-    """A file of gensim's test data (the demo's offline similarity sets ship there)."""
-    import gensim
-
-    path = Path(gensim.__file__).parent / GENSIM_TEST_DATA / name
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing from gensim {gensim.__version__}; reinstall gensim==4.4.0")
-    return path
-
-
-def obtain_archive(name: str, spec: dict, workdir: Path, lock: Path) -> Path:
-    """The dataset's archive, downloaded (retries, progress bar) or copied from `local_path`, decompressed to a tar.
+def obtain_archive(name: str, spec: dict, dest: Path, lock: Path) -> Path:
+    """The dataset's archive at `dest`, downloaded (retries, progress bar) or copied from `local_path`, decompressed
+    to a tar.
 
     Reuses the corpus download (`shape_of_learning.corpus.fetch.obtain`). The tar is checked against `spec["sha256"]`
     when the config gives one; otherwise against the digest recorded in `lock` by the first run, which writes it.
@@ -105,8 +96,8 @@ def obtain_archive(name: str, spec: dict, workdir: Path, lock: Path) -> Path:
     recorded = json.loads(lock.read_text())["sha256"] if lock.is_file() else None
     if pinned and recorded and pinned != recorded:
         logger.warning("%s: config sha256 %s differs from the lock file %s; the config wins", name, pinned, recorded)
-    dest = obtain(workdir / f"{name}.tar", url=spec["url"], local_path=spec["local_path"], size=None,
-                  md5=None, sha256=pinned or recorded)
+    dest = obtain(Path(dest), url=spec["url"], local_path=spec["local_path"], size=None, md5=None,
+                  sha256=pinned or recorded)
     if not pinned and not recorded:
         digest = _digests(dest)["sha256"]
         lock.parent.mkdir(parents=True, exist_ok=True)

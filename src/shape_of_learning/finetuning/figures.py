@@ -1,4 +1,4 @@
-"""Figures 1 and 2 of Rajaee & Pilehvar (2022), drawn from the analysis outputs with the project's figure helpers."""
+"""Figures 1 and 2 of Rajaee & Pilehvar (2021), drawn from the analysis outputs with the project's figure helpers."""
 
 from collections import Counter
 from pathlib import Path
@@ -10,10 +10,19 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from shape_of_learning.figures import new_figure, save
+from shape_of_learning.extraction.loading import load_preprocessor
+from shape_of_learning.figures.style import new_figure, save
+from shape_of_learning.models.checkpoints import Checkpoint
 
 LINES = {("pre-trained", "all"): "Pre-trained, all tokens", ("fine-tuned", "all"): "Fine-tuned, all tokens",
          ("fine-tuned", "cls"): "Fine-tuned, [CLS]"}
+
+
+def labelled(files, analyses) -> pd.DataFrame:
+    """The outputs of analysis jobs (`shape_of_learning.experiment.dag.Analysis`), one file each, in one frame with
+    the job's pair, model and state."""
+    return pd.concat([pd.read_parquet(path).assign(pair=job.pair.label, model=job.model, state=job.state)
+                      for job, path in zip(analyses, files)])
 
 
 def isotropy_by_layer(layers: pd.DataFrame, out_png: Path, out_pdf: Path, *, dataset: str):
@@ -38,8 +47,11 @@ def isotropy_by_layer(layers: pd.DataFrame, out_png: Path, out_pdf: Path, *, dat
     return save(figure, out_png, out_pdf)
 
 
-def corpus_frequencies(tokenizer, corpus: Path, chunk_lines: int = 2000) -> Counter:
-    """How often each token id occurs when the cleaned corpus is tokenized line by line (special tokens left out)."""
+def corpus_frequencies(entry: dict, checkpoint: Checkpoint, pin: dict, corpus: Path, chunk_lines: int = 2000
+                       ) -> Counter:
+    """How often each token id of the model's tokenizer occurs when the cleaned corpus is tokenized line by line
+    (special tokens left out). The tokenizer loads as extraction loads it (`load_preprocessor`)."""
+    tokenizer = load_preprocessor(entry, checkpoint, pin["commit_sha"])
     counts = Counter()
     lines = Path(corpus).read_text(encoding="utf-8").splitlines()
     for start in range(0, len(lines), chunk_lines):

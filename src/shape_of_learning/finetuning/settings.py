@@ -1,4 +1,4 @@
-"""The isotropy settings of Rajaee & Pilehvar (2022, section 3.2) as transforms of an n x D token matrix X.
+"""The isotropy settings of Rajaee & Pilehvar (2021, section 3.2) as transforms of an n x D token matrix X.
 
 - ``baseline``: X as is.
 - ``zero_mean``: X - mean(X).

@@ -1,4 +1,4 @@
-"""Siamese fine-tuning of Reimers & Gurevych (2019, Sentence-BERT), as Rajaee & Pilehvar (2022) fine-tune on STS-B.
+"""Siamese fine-tuning of Reimers & Gurevych (2019, Sentence-BERT), as Rajaee & Pilehvar (2021) fine-tune on STS-B.
 
 Both sentences go through the same encoder; each is mean-pooled over its tokens (attention mask, special tokens
 included, as Sentence-BERT pools); the loss is the MSE between the cosine of the two vectors and the gold score

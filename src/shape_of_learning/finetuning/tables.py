@@ -1,4 +1,4 @@
-"""Tables 1 and 2 of Rajaee & Pilehvar (2022): our values beside the paper's, as tidy CSV and as rendered HTML."""
+"""Tables 1 and 2 of Rajaee & Pilehvar (2021): our values beside the paper's, as tidy CSV and as rendered HTML."""
 
 from pathlib import Path
 

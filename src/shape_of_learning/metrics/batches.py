@@ -9,7 +9,6 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from .intrinsic_dimension import TWONN_DISCARD_FRACTION
 from .neighbours import deduplicate, knn_distances
 from .registry import METRICS
 from .vectors import Vectors, resolve_device
@@ -48,7 +47,7 @@ def _check_finite(X, context: str) -> None:
 
 def compute_metrics(X, metrics=tuple(METRICS), *, batch_size: int = 4096, n_batches: int | None = None, seed: int = 0,
                     device: str | torch.device = "auto", context: str = "",
-                    twonn_discard_fraction: float = TWONN_DISCARD_FRACTION) -> MetricsResult:
+                    settings: dict[str, dict] | None = None) -> MetricsResult:
     """Every requested metric on each of `n_batches` batches of `batch_size` vectors drawn without replacement.
 
     X: an (n, D) float matrix (numpy float16/32/64 or a torch tensor), one row per vector. The rows are shuffled
@@ -63,7 +62,8 @@ def compute_metrics(X, metrics=tuple(METRICS), *, batch_size: int = 4096, n_batc
     batch with repeated vectors removed (counted in info["duplicates_removed"]); the other metrics keep repeated
     vectors, which are genuine samples of the distribution. A batch with fewer distinct vectors than k + 1 runs
     MADA and MoM with k = (distinct vectors - 1), as scikit-dimension does, and logs a warning.
-    `twonn_discard_fraction` is TwoNN's (see `twonn`). `context` (e.g. "model pythia-70m, checkpoint step1000,
+    `settings` overrides a metric's settings by name, e.g. ``{"id_twonn": {"discard_fraction": 0.2}}``; the others
+    run at their function's defaults (`Metric.settings`). `context` (e.g. "model pythia-70m, checkpoint step1000,
     layer 3") starts every error message.
     At n = 4096 all ID estimators badly underestimate high dimensions (isotropic Gaussian in D = 768: TwoNN ~163,
     MADA ~141, MoM ~119), a property of the estimators, not a bug (see `intrinsic_dimension`). Summary std over
@@ -76,12 +76,18 @@ def compute_metrics(X, metrics=tuple(METRICS), *, batch_size: int = 4096, n_batc
     if unknown:
         raise ValueError(f"{context}: unknown metrics {unknown}; choose from {list(METRICS)}")
     chosen = [METRICS[name] for name in metrics]
+    if unknown := sorted(set(settings or {}) - set(metrics)):
+        raise ValueError(f"{context}: settings given for {unknown}, which are not among the metrics computed")
+    try:
+        resolved = {metric.name: metric.settings((settings or {}).get(metric.name)) for metric in chosen}
+    except ValueError as error:
+        raise ValueError(f"{context}: {error}") from None
     if not isinstance(X, torch.Tensor):
         X = np.asarray(X)
     if X.ndim != 2:
         raise ValueError(f"{context}: expected an (n, D) matrix, got shape {tuple(X.shape)}")
     n, dim = X.shape
-    neighbours = max((metric.neighbours for metric in chosen), default=0)
+    neighbours = max((metric.neighbours_read(resolved[metric.name]) for metric in chosen), default=0)
     if batch_size < max(2, neighbours + 1):
         raise ValueError(f"{context}: batch_size={batch_size} is too small; the requested metrics need at least "
                          f"{max(2, neighbours + 1)} vectors per batch (the paper uses 4096)")
@@ -101,7 +107,8 @@ def compute_metrics(X, metrics=tuple(METRICS), *, batch_size: int = 4096, n_batc
     for batch in tqdm(range(n_batches), desc="metric batches", leave=False, disable=None):
         index = np.sort(order[batch * batch_size:(batch + 1) * batch_size])
         vectors = Vectors(X[torch.from_numpy(index)] if isinstance(X, torch.Tensor) else X[index], device)
-        values = {metric.name: metric.compute(vectors) for metric in chosen if metric.needs != "neighbours"}
+        values = {metric.name: metric.compute(vectors, resolved[metric.name])
+                  for metric in chosen if metric.needs != "neighbours"}
         removed = 0
         if neighbours:
             unique, removed = deduplicate(vectors)
@@ -109,12 +116,10 @@ def compute_metrics(X, metrics=tuple(METRICS), *, batch_size: int = 4096, n_batc
                 raise ValueError(f"{context}: batch {batch} has only {unique.n} distinct vectors of {batch_size}; "
                                  "the ID estimators need at least 3")
             k = min(neighbours, unique.n - 1)
-            if k < neighbours:  # e.g. the embedding layer of a byte-level model: at most 256 distinct vectors
-                logger.warning("%s: batch %d has %d distinct vectors; MADA and MoM use k = %d neighbours instead "
-                               "of their defaults", context, batch, unique.n, k)
             distances = knn_distances(unique, k)
-            values |= {metric.name: metric.compute(distances, twonn_discard_fraction=twonn_discard_fraction)
-                       for metric in chosen if metric.needs == "neighbours"}
+            for metric in (metric for metric in chosen if metric.needs == "neighbours"):
+                values[metric.name] = metric.compute(distances, _capped(metric, resolved[metric.name], k, context,
+                                                                        batch))
         duplicates.append(removed)
         rows += [(m, batch, values[m]) for m in metrics]
         logger.debug("%s: batch %d done, %d duplicates removed", context, batch, removed)
@@ -123,7 +128,17 @@ def compute_metrics(X, metrics=tuple(METRICS), *, batch_size: int = 4096, n_batc
     info = {
         "vectors": n, "dimension": dim, "batch_size": batch_size, "batches": n_batches, "metrics": list(metrics),
         "duplicates_removed": {"total": sum(duplicates), "per_batch": duplicates},
-        "device": str(device), "twonn_discard_fraction": twonn_discard_fraction,
+        "device": str(device), "settings": {name: resolved[name] for name in metrics if resolved[name]},
         "seconds": round(time.perf_counter() - started, 3),
     }
     return MetricsResult(values, info)
+
+
+def _capped(metric, settings: dict, k: int, context: str, batch: int) -> dict:
+    """`settings` with the metric's neighbour count lowered to the `k` neighbours a batch has (e.g. the embedding
+    layer of a byte-level model: at most 256 distinct vectors), as scikit-dimension does."""
+    if metric.neighbours_read(settings) <= k:
+        return settings
+    logger.warning("%s: batch %d has %d distinct vectors; %s uses %s = %d instead of %d", context, batch, k + 1,
+                   metric.name, metric.neighbours, k, settings[metric.neighbours])
+    return {**settings, metric.neighbours: k}

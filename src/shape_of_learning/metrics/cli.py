@@ -5,7 +5,7 @@
     python -m shape_of_learning.metrics vectors.npy --device cpu
 
 Prints {metric: {"mean", "std", "batches"}, ..., "info": {...}}; std is over batches (ddof = 1) and null for a
-single batch. Parquet input is an embedding shard of this project (read with shape_of_learning.shards).
+single batch. Parquet input is an embedding shard of this project (read with shape_of_learning.extraction.shards).
 """
 
 import argparse
@@ -26,7 +26,7 @@ def _load(path: Path) -> tuple[np.ndarray, str]:
     if path.suffix == ".npy":
         return np.load(path, mmap_mode="r"), str(path)
     if path.suffix == ".parquet":
-        from shape_of_learning.shards import read_shard
+        from shape_of_learning.extraction.shards import read_shard
 
         vectors, metadata = read_shard(path)
         names = [f"{key} {metadata[key]}" for key in ("model", "checkpoint", "layer") if key in metadata]

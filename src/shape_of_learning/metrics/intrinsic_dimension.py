@@ -18,12 +18,6 @@ from scipy.optimize import brentq
 
 logger = logging.getLogger(__name__)
 
-TWONN_DISCARD_FRACTION = 0.1
-MADA_K = 20
-MOM_K = 100
-GRIDE_N1, GRIDE_N2 = 1, 2
-
-
 def _columns(distances, k: int, estimator: str) -> np.ndarray:
     distances = np.asarray(distances.cpu() if hasattr(distances, "cpu") else distances, dtype=np.float64)
     if distances.ndim != 2 or distances.shape[1] < k:
@@ -40,7 +34,7 @@ def _finite_mean(pointwise: np.ndarray, estimator: str) -> float:
     return float(pointwise[finite].mean())
 
 
-def twonn(distances, discard_fraction: float = TWONN_DISCARD_FRACTION) -> float:
+def twonn(distances, discard_fraction: float = 0.1) -> float:
     """TwoNN (Facco et al. 2017, Sci. Rep. 7:12140), linear-fit form as in scikit-dimension.
 
     mu_i = r_2 / r_1 follows a Pareto law, P(mu <= x) = 1 - x^(-d). With the N finite ratios sorted and the
@@ -61,7 +55,7 @@ def twonn(distances, discard_fraction: float = TWONN_DISCARD_FRACTION) -> float:
     return float(x @ y / (x @ x))
 
 
-def mada(distances, k: int = MADA_K) -> float:
+def mada(distances, k: int = 20) -> float:
     """MADA, manifold-adaptive dimension estimation (Farahmand, Szepesvari & Audibert 2007, ICML).
 
     Pointwise d_i = ln 2 / ln(r_k / r_{floor(k/2)}), with k = 20 by default (scikit-dimension's); the estimate is
@@ -74,7 +68,7 @@ def mada(distances, k: int = MADA_K) -> float:
     return _finite_mean(pointwise, "MADA")
 
 
-def mom(distances, k: int = MOM_K) -> float:
+def mom(distances, k: int = 100) -> float:
     """Method of moments (Amsaleg et al. 2018, Data Min. Knowl. Disc. 32:1768), as in scikit-dimension.
 
     Pointwise, with w = r_k and m1 = (r_1 + ... + r_k) / k the first moment of the neighbour distances,
@@ -87,7 +81,7 @@ def mom(distances, k: int = MOM_K) -> float:
     return _finite_mean(pointwise, "MoM")
 
 
-def gride(distances, n1: int = GRIDE_N1, n2: int = GRIDE_N2) -> float:
+def gride(distances, n1: int = 1, n2: int = 2) -> float:
     """GRIDE, generalized ratios ID estimator (Denti, Doimo, Laio & Mira 2022, Sci. Rep. 12:20005).
 
     mu_i = r_{n2} / r_{n1} has density d (mu^d - 1)^(n2 - n1 - 1) / (B(n2 - n1, n1) mu^((n2 - 1) d + 1)) on mu > 1;

@@ -5,14 +5,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from shape_of_learning.shards import read_shard
+from shape_of_learning.extraction.shards import read_shard
 
 from .batches import compute_metrics
+from .tables import LAYER_COLUMNS
 
 logger = logging.getLogger(__name__)
-
-KEYS = ["model", "kind", "checkpoint", "step", "layer", "num_layers", "after_final_norm", "metric"]
-VALUE_COLUMNS = [*KEYS, "batch", "value", "duplicates_removed"]
 
 
 def measure_layer(shard: Path, manifest: dict, *, layer: int, kind: str, settings: dict) -> pd.DataFrame:
@@ -27,7 +25,7 @@ def measure_layer(shard: Path, manifest: dict, *, layer: int, kind: str, setting
         seed=settings["seed"],
         device=settings["device"],
         context=context,
-        twonn_discard_fraction=settings["twonn_discard_fraction"],
+        settings=settings["settings"],
     )
     duplicates = result.info["duplicates_removed"]["per_batch"]
     if any(duplicates):
@@ -38,10 +36,11 @@ def measure_layer(shard: Path, manifest: dict, *, layer: int, kind: str, setting
         kind=kind,
         checkpoint=manifest["checkpoint"],
         step=manifest["step"],
+        dtype=manifest["dtype"],  # of the forward pass, as extraction resolved extraction.dtype
         layer=layer,
         num_layers=manifest["layers"],
         # the last hidden state of a pre-LN decoder is taken after the final norm (figures.layer_average.final_norm)
         after_final_norm=layer == manifest["layers"] and bool(manifest["last_layer_after_final_norm"]),
     )
     table["duplicates_removed"] = table["batch"].map(dict(enumerate(duplicates)))
-    return table[VALUE_COLUMNS]
+    return table[LAYER_COLUMNS]

@@ -1,14 +1,14 @@
-"""Model registry: one config entry per model, expanded into the checkpoints to analyse.
+"""A model's config entry expanded into the checkpoints to analyse.
 
 An entry has exactly one source: ``hub_id`` (a Hugging Face repo), ``path`` (a saved model directory), ``package``
 (``"pkgname/subdir"``, a model shipped inside an installed Python package), ``train`` (a model the pipeline trains
-itself, saved under ``results/models/{model}/step{N}/``) or ``finetune`` (another entry fine-tuned by the pipeline,
-one checkpoint ``main`` saved as ``results/finetuned/{model}/``, see `shape_of_learning.finetuning`). Its
+itself, saved under `paths.trained_checkpoint`) or ``finetune`` (another entry fine-tuned by the pipeline, one
+checkpoint ``main`` saved under `paths.finetuned_model`, see `shape_of_learning.finetuning`). Its
 ``checkpoints`` are, for hub/path/package sources:
 
 - absent: one checkpoint ``main`` (the repo's default branch, or the directory itself);
 - ``{schedule: {last, every, log_until}, revision: "step{step}"}``: the steps of
-  :func:`shape_of_learning.steps.log_then_linear`, each formatted into a revision name;
+  :func:`shape_of_learning.models.schedules.log_then_linear`, each formatted into a revision name;
 - a list of revision names (``[global_step1000, ...]``), the step parsed from the name;
 - a list of mappings ``{name, revision, hub_id, step}``, for checkpoints that live in their own repository (TinyLlama).
 
@@ -24,7 +24,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from shape_of_learning.steps import log_then_linear
+from shape_of_learning import paths
+from shape_of_learning.models.schedules import log_then_linear
 
 SOURCES = ("hub_id", "path", "package", "train", "finetune")
 SAFE_NAME = re.compile(r"[A-Za-z0-9._-]+")
@@ -35,7 +36,7 @@ _STEP_IN_NAME = re.compile(r"step[-_]?(\d+)(k?)(?![0-9A-Za-z])", re.IGNORECASE)
 @dataclass(frozen=True)
 class Checkpoint:
     model: str
-    name: str  # safe in file paths; results/embeddings/{model}/{name}/
+    name: str  # safe in file paths: names the checkpoint's files (shape_of_learning.paths)
     source: str  # "hub" | "local"
     location: str  # hub repo id or local directory
     revision: str | None  # hub branch/tag/sha; None for local directories
@@ -70,13 +71,13 @@ def checkpoints(model: str, entry: dict) -> list[Checkpoint]:
     if source == "finetune":
         if spec is not None:
             raise ValueError(f"model {model!r}: a `finetune` entry has one checkpoint, main; remove `checkpoints`")
-        found = [Checkpoint(model, "main", "local", str(Path("results", "finetuned", model)), None, -1)]
+        found = [Checkpoint(model, "main", "local", paths.finetuned_model(model), None, -1)]
     elif source == "train":
         if spec is not None:
             raise ValueError(f"model {model!r}: a `train` entry takes its checkpoints from train.steps; "
                              "remove `checkpoints`")
-        found = [Checkpoint(model, f"step{step}", "local", str(Path("results", "models", model, f"step{step}")),
-                            None, step) for step in _schedule_steps(model, entry["train"]["steps"], "train.steps")]
+        found = [Checkpoint(model, f"step{step}", "local", paths.trained_checkpoint(model, step), None, step)
+                 for step in _schedule_steps(model, entry["train"]["steps"], "train.steps")]
     else:
         found = [_checkpoint(model, source, entry, item) for item in _revision_items(model, spec)]
     duplicates = sorted(name for name, count in Counter(c.name for c in found).items() if count > 1)

@@ -26,9 +26,18 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
 from tqdm.auto import tqdm
-from transformers import (BertConfig, BertForMaskedLM, GPTNeoXConfig, GPTNeoXForCausalLM, PreTrainedTokenizerFast,
-                          ResNetConfig, ResNetForImageClassification, ViTConfig, ViTForImageClassification,
-                          ViTImageProcessor)
+from transformers import (
+    BertConfig,
+    BertForMaskedLM,
+    GPTNeoXConfig,
+    GPTNeoXForCausalLM,
+    PreTrainedTokenizerFast,
+    ResNetConfig,
+    ResNetForImageClassification,
+    ViTConfig,
+    ViTForImageClassification,
+    ViTImageProcessor,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -198,8 +207,8 @@ def train(arch: str, corpus: Path, out_root: Path, save_steps: list[int], *, see
     """Train a small `arch` model on `corpus` and save ``out_root/step{N}/`` for N in save_steps.
 
     Runs max(save_steps) AdamW updates on random windows of the UTF-8 text `corpus` (byte-level text models) or on
-    random batches of a labelled image corpus's items.parquet (vit, resnet); step 0 is the initialisation, before any
-    update. Each checkpoint dir holds model.safetensors, config.json, the tokenizer or image processor and
+    random batches of a labelled sampled image corpus (vit, resnet; `corpus.media`); step 0 is the initialisation,
+    before any update. Each checkpoint dir holds model.safetensors, config.json, the tokenizer or image processor and
     training.json (arch, step,
     seed, hyperparameters, the loss of the last batch). Deterministic for a `seed` on a given machine and thread count.
     Any field of `Hyperparameters` can be overridden by keyword, e.g. ``train(..., num_layers=2, lr=3e-4)``.

@@ -4,45 +4,34 @@ Layer 0 is the embedding output, layer L the output of block L (``output_hidden_
 LM head). Token vectors of padding and, by default, of special tokens (BERT's [CLS]/[SEP], Llama's BOS) are dropped;
 the first `n_tokens` remaining tokens of the windows, in order, are kept, so every layer holds exactly `n_tokens`
 vectors. Shards stream to disk one batch at a time and appear only when the whole job has succeeded. What a model
-reads (text, images, audio) and which of its vectors count as tokens is `shape_of_learning.inputs`'s business.
+reads (text, images, audio) and which of its vectors count as tokens is `inputs`'s business; how a family differs,
+`families`'s; how a checkpoint loads, `loading`'s.
 """
 
 import logging
 import math
 import os
-import pickle
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 
 import torch
-from accelerate.utils import get_max_memory
 from tqdm import tqdm
-from transformers import AutoConfig, AutoFeatureExtractor, AutoImageProcessor, AutoTokenizer
+from transformers import AutoConfig
 
-from shape_of_learning import pinning
-from shape_of_learning.inputs import AudioInputs, ImageInputs, TextInputs, depth, model_class
-from shape_of_learning.registry import Checkpoint, tokenizer_location
-from shape_of_learning.shards import STORE_DTYPES, ShardWriter
+from shape_of_learning import paths
+from shape_of_learning.extraction.families import depth, last_layer_after_final_norm
+from shape_of_learning.extraction.inputs import AudioInputs, ImageInputs, TextInputs
+from shape_of_learning.extraction.loading import DTYPES, device_and_dtype, load_model, load_preprocessor
+from shape_of_learning.extraction.shards import STORE_DTYPES, ShardWriter
+from shape_of_learning.models import pinning
+from shape_of_learning.models.checkpoints import Checkpoint, tokenizer_location
 
 logger = logging.getLogger(__name__)
 
 SPECIAL_TOKEN_POLICIES = ("exclude", "include")
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 FLOAT16_MAX = 65504.0
-
-# Is hidden_states[-1] taken after the final norm? Pre-LN decoders apply it before recording the last entry; post-LN
-# encoders have no separate final norm. Verified against transformers by tests/test_extract.py.
-_LAST_AFTER_FINAL_NORM = {"gpt_neox": True, "bloom": True, "llama": True, "gpt2": True, "gptj": True, "falcon": True,
-                          "olmo": True, "bert": False, "roberta": False, "albert": False}
-
-
-def last_layer_after_final_norm(config) -> bool | None:
-    """Whether the last hidden state of this model family is post final norm; None for a family not checked."""
-    if config.model_type == "opt":  # OPT-350m is post-LN and has no final norm
-        return config.do_layer_norm_before and not config._remove_final_layer_norm
-    return _LAST_AFTER_FINAL_NORM.get(config.model_type)
 
 
 def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out_dir: Path, *,
@@ -53,8 +42,8 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
     `items` are the corpus of the entry's ``modality``: text windows (str), or image or audio files (bytes).
 
     `entry` is the model's validated config entry (``layers``, ``batch_size``, ``max_length``, ``dtype``,
-    ``tokenizer``, ``trust_remote_code``, ``modality``, ``weights``; see `experiment.validate_model_entry`); `pin`
-    is :func:`shape_of_learning.pinning.pin` of the checkpoint (computed if None):
+    ``tokenizer``, ``trust_remote_code``, ``modality``, ``weights``; see `experiment.config.validate_model_entry`);
+    `pin` is :func:`shape_of_learning.models.pinning.pin` of the checkpoint (computed if None):
     Hub weights load by its commit sha, in the format it chose (safetensors, or PyTorch files through
     ``torch.load(weights_only=True)``, which refuses pickled code). ``device="auto"``: CUDA if present, else CPU.
     `dtype` (extraction.dtype; the entry's own ``dtype`` wins where set): ``auto`` is bf16 on CUDA (fp16 where the
@@ -74,7 +63,7 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
                          "pass this checkpoint's entry of the lock file")
     revision = pin["commit_sha"]  # None for local directories
     trust_remote_code = entry["trust_remote_code"]
-    device, dtype = _device_and_dtype(entry["dtype"] or dtype, device)
+    device, dtype = device_and_dtype(entry["dtype"] or dtype, device)
     max_length = entry["max_length"]
     modality = entry["modality"]
 
@@ -88,20 +77,15 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
         raise ValueError(f"{name}: max_length {max_length} exceeds the model's {max_positions} positions; "
                          f"set `max_length` <= {max_positions}")
 
-    tokenizer_source = tokenizer_location(entry, checkpoint)
-    preprocessor = {"text": AutoTokenizer, "image": AutoImageProcessor, "audio": AutoFeatureExtractor}[modality]
-    preprocessor = preprocessor.from_pretrained(
-        tokenizer_source, revision=revision if tokenizer_source == checkpoint.location else None,
-        trust_remote_code=trust_remote_code)
-    if modality == "text":  # CANINE's deep layers see one molecule per downsampling_rate characters: plan more text
-        budget = n_tokens * (config.downsampling_rate + 1) if config.model_type == "canine" else n_tokens
-        plan = _plan_windows(preprocessor, items, budget, max_length, special_tokens == "exclude", name)
-        source = TextInputs(plan, _pad_id(preprocessor), config)
+    preprocessor = load_preprocessor(entry, checkpoint, revision)
+    if modality == "text":  # tokenized before the weights load: a corpus too small fails in seconds
+        source = TextInputs(items, preprocessor, config, n_tokens=n_tokens, max_length=max_length,
+                            exclude_special=special_tokens == "exclude", name=name)
 
     started = time.perf_counter()
     weights_format = pin.get("weights_format", "safetensors")  # locks written before PyTorch files were allowed
-    model, input_device = _load_model(checkpoint.location, revision, config, dtype, device, trust_remote_code,
-                                      weights_format, name)
+    model, input_device = load_model(checkpoint.location, revision, config, dtype, device, trust_remote_code,
+                                     weights_format, name)
     load_seconds = time.perf_counter() - started
     if modality == "image":
         source = ImageInputs(items, preprocessor, config, special_tokens == "exclude")
@@ -119,13 +103,13 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
     out_dir = Path(out_dir)
     batch_size = entry["batch_size"]
     # On a GPU each layer's copy to the host, its float16 conversion and its Parquet write (shards.py) run in writer
-    # threads that overlap the next batch's forward pass: there the writes, not the model, set the pace (README,
-    # "Benchmarks": 0.11x of the bare bf16 forward pass on an H200). On CPU the cores are busy with the forward
+    # threads that overlap the next batch's forward pass: there the writes, not the model, set the pace
+    # (docs/benchmarks.md: 0.11x of the bare bf16 forward pass on an H200). On CPU the cores are busy with the forward
     # pass and one writer thread suffices.
     writer_threads = min(layers + 1, len(os.sched_getaffinity(0))) if input_device.type == "cuda" else 1
     started = time.perf_counter()
     with ExitStack() as stack:
-        shards = [stack.enter_context(ShardWriter(out_dir / f"layer_{layer}.parquet", store_dtype=store_dtype,
+        shards = [stack.enter_context(ShardWriter(out_dir / paths.shard_name(layer), store_dtype=store_dtype,
                                                   metadata={**metadata, "layer": layer}))
                   for layer in range(layers + 1)]
         writers = stack.enter_context(ThreadPoolExecutor(writer_threads))  # exits (waits) before the shards close
@@ -179,12 +163,13 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
         seconds = time.perf_counter() - started
     logger.info("%s: %d tokens x %d layers in %.1f s (%.0f tokens/s), model load %.1f s", name, n_tokens,
                 layers + 1, seconds, n_tokens / seconds, load_seconds)
-    return {**pin, "tokenizer": tokenizer_source, "family": family, "kind": entry.get("kind"), "layers": layers,
-            "modality": modality, "hidden_size": getattr(config, "hidden_size", None), "tokens_per_layer": n_tokens,
-            "windows_used": used, "max_length": max_length, "batch_size": batch_size, "dtype": metadata["model_dtype"],
-            "store_dtype": store_dtype, "device": str(input_device), "special_tokens": special_tokens,
-            "last_layer_after_final_norm": after_final_norm, "load_seconds": round(load_seconds, 3),
-            "seconds": round(seconds, 3), "tokens_per_second": round(n_tokens / seconds, 1)}
+    return {**pin, "tokenizer": tokenizer_location(entry, checkpoint), "family": family, "kind": entry.get("kind"),
+            "layers": layers, "modality": modality, "hidden_size": getattr(config, "hidden_size", None),
+            "tokens_per_layer": n_tokens, "windows_used": used, "max_length": max_length, "batch_size": batch_size,
+            "dtype": metadata["model_dtype"], "store_dtype": store_dtype, "device": str(input_device),
+            "special_tokens": special_tokens, "last_layer_after_final_norm": after_final_norm,
+            "load_seconds": round(load_seconds, 3), "seconds": round(seconds, 3),
+            "tokens_per_second": round(n_tokens / seconds, 1)}
 
 
 def _hidden_states(model, inputs: dict) -> tuple[torch.Tensor, ...]:
@@ -208,77 +193,3 @@ def _kept_vectors(states: torch.Tensor, kept_rows: torch.Tensor, store_dtype: st
     return flat.to(DTYPES[store_dtype]).cpu().numpy()
 
 
-def _device_and_dtype(dtype: str, device: str) -> tuple[str, torch.dtype]:
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if dtype == "auto":
-        if not device.startswith("cuda"):
-            return device, torch.float32
-        return device, torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be 'auto' or one of {sorted(DTYPES)}, got {dtype!r}")
-    return device, DTYPES[dtype]
-
-
-def _load_model(location: str, revision: str | None, config, dtype: torch.dtype, device: str,
-                trust_remote_code: bool, weights_format: str = "safetensors", name: str = ""):
-    """The model in eval mode and the device its inputs go to, from the pinned weight format only."""
-    kwargs = dict(config=config, revision=revision, dtype=dtype, use_safetensors=weights_format == "safetensors",
-                  weights_only=True, trust_remote_code=trust_remote_code)
-    architecture = model_class(config)
-    if device.startswith("cuda"):
-        with torch.device("meta"):  # parameter count without allocating anything
-            weight_bytes = sum(p.numel() for p in architecture.from_config(config, trust_remote_code=trust_remote_code)
-                               .parameters()) * dtype.itemsize
-        index = torch.device(device).index or 0
-        free_bytes = torch.cuda.mem_get_info(index)[0]
-        if weight_bytes > 0.8 * free_bytes:  # leave room for activations
-            logger.info("%s: %.1f GB of weights vs %.1f GB free on %s; loading with device_map='auto'", location,
-                        weight_bytes / 1e9, free_bytes / 1e9, device)
-            # accelerate would fill the GPU with weights and leave no room for a batch's activations (seen on an
-            # H200: out of memory at batch size 1), so weights get 70% of the free memory and the rest goes to CPU
-            max_memory = get_max_memory() | {index: int(0.7 * free_bytes)}
-            model = _from_pretrained(architecture, location, name, device_map="auto", max_memory=max_memory, **kwargs)
-            return model, next(model.parameters()).device  # where the first module (the embeddings) was placed
-    return _from_pretrained(architecture, location, name, **kwargs).to(device), torch.device(device)
-
-
-def _from_pretrained(architecture, location: str, name: str, **kwargs):
-    try:
-        return architecture.from_pretrained(location, **kwargs).eval()
-    except pickle.UnpicklingError as error:
-        culprit = next((line.strip() for line in str(error).splitlines() if "Unsupported global" in line), "")
-        raise ValueError(
-            f"{name}: refused to load the PyTorch weights of {location}: the pickle holds objects other than tensors "
-            f"(code that would run on load; {culprit or 'torch says which in the log'}), which "
-            "torch.load(weights_only=True) does not execute. Nothing was run. Use safetensors weights "
-            "(`weights: safetensors`, or a revision that has them); the pipeline never loads pickles with "
-            "weights_only=False") from error
-
-
-def _plan_windows(tokenizer, windows: list[str], n_tokens: int, max_length: int, exclude_special: bool,
-                  name: str, chunk: int = 256) -> list[tuple[int, list[int], list[int]]]:
-    """(window index, token ids, kept positions) for the first windows that together hold exactly `n_tokens` kept
-    tokens; the last window's kept positions are cut to meet the budget. Tokenizes only as far as needed."""
-    plan, total = [], 0
-    for first in range(0, len(windows), chunk):
-        encoded = tokenizer(windows[first:first + chunk], truncation=True, max_length=max_length,
-                            return_special_tokens_mask=True, return_attention_mask=False)
-        for offset, (ids, special) in enumerate(zip(encoded["input_ids"], encoded["special_tokens_mask"])):
-            kept = [i for i, is_special in enumerate(special) if not (exclude_special and is_special)]
-            kept = kept[:n_tokens - total]
-            if kept:
-                plan.append((first + offset, ids, kept))
-                total += len(kept)
-            if total == n_tokens:
-                return plan
-    policy = "excluded" if exclude_special else "included"
-    raise ValueError(f"{name}: the {len(windows)} windows hold {total} usable tokens (max_length {max_length}, "
-                     f"special tokens {policy}), fewer than the budget n_tokens={n_tokens}; give more windows, "
-                     "longer windows (raise max_length if they are truncated), or a smaller token budget")
-
-
-def _pad_id(tokenizer) -> int:
-    """Right padding keeps real tokens at positions 0..n-1 and the attention mask hides the pads, so their id (eos
-    for tokenizers without a pad token, like GPT-2 and Pythia) never reaches a kept vector."""
-    return next(i for i in (tokenizer.pad_token_id, tokenizer.eos_token_id, 0) if i is not None)

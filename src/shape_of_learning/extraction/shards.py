@@ -85,7 +85,8 @@ class ShardWriter:
         elif dim != self.metadata["dim"]:
             raise ValueError(f"{self.path}: batch has D={dim}, earlier batches D={self.metadata['dim']}")
         payload = pa.py_buffer(np.ascontiguousarray(vectors, dtype=vectors.dtype.newbyteorder("<")))
-        columns = {"vector": pa.FixedSizeBinaryArray.from_buffers(self._schema.field("vector").type, n, [None, payload])}
+        vector_type = self._schema.field("vector").type
+        columns = {"vector": pa.FixedSizeBinaryArray.from_buffers(vector_type, n, [None, payload])}
         for name, values in zip(INDEX_COLUMNS, (windows, positions, token_ids)):
             values = np.full(n, -1, np.int32) if values is None else np.asarray(values, dtype=np.int32)
             if values.shape != (n,):

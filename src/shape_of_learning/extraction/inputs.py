@@ -13,56 +13,10 @@ returns, the token vectors to keep. Every layer then keeps its first `n_tokens` 
   (batch padding, Whisper's padding of every clip to 30 s) are not kept.
 """
 
-import math
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
-from transformers import AutoModel
-
-T5_FAMILIES = ("t5", "mt5", "umt5")
-STAGE_FAMILIES = ("resnet", "convnext", "convnextv2", "regnet")  # embedding output + one state per stage
-
-
-def model_class(config):
-    """The transformers class to load: the encoder alone for encoder-decoders (ByT5, Whisper), else AutoModel.
-
-    WhisperForAudioClassification is Whisper's encoder under a (unused, randomly initialised) head: it loads the
-    encoder weights of any Whisper checkpoint and returns the encoder's hidden states.
-    """
-    if config.model_type in T5_FAMILIES:
-        from transformers import T5EncoderModel
-        return T5EncoderModel
-    if config.model_type == "whisper":
-        from transformers import WhisperForAudioClassification
-        return WhisperForAudioClassification
-    return AutoModel
-
-
-def depth(config) -> int:
-    """Hidden states of one forward pass minus one: a model entry's ``layers`` (layer 0 is the first state).
-
-    Transformers: blocks (the embedding output is layer 0). CANINE: 16 = char embeddings, its initial char layer, the
-    initial molecules, 12 deep layers, the upsampled projection and the final char layer. ResNet/ConvNeXt: stages
-    (layer 0 the stem's output); EfficientNet: MBConv blocks (16 in b0); SegFormer and CvT return their stages only,
-    so their layer 0 is stage 1's output.
-    """
-    family = config.model_type
-    if family == "canine":
-        return config.num_hidden_layers + 4
-    if family in T5_FAMILIES:
-        return config.num_layers
-    if family == "whisper":
-        return config.encoder_layers
-    if family in STAGE_FAMILIES:
-        return len(config.depths)
-    if family == "segformer":
-        return config.num_encoder_blocks - 1
-    if family == "cvt":
-        return len(config.depth) - 1
-    if family == "efficientnet":
-        return sum(math.ceil(config.depth_coefficient * repeats) for repeats in config.num_block_repeats)
-    return config.num_hidden_layers
 
 
 @dataclass
@@ -78,13 +32,20 @@ def as_tokens(states: torch.Tensor) -> torch.Tensor:
 
 
 class TextInputs:
-    """Windows planned by the tokenizer (see `extract._plan_windows`), right-padded per batch."""
+    """The first windows that hold the token budget (`plan_windows`), right-padded per batch.
+
+    CANINE's deep layers see one molecule per `downsampling_rate` characters, so its budget is planned in characters:
+    `n_tokens` molecules need about `n_tokens` x (rate + 1) characters.
+    """
 
     unit = "windows"
 
-    def __init__(self, plan, pad_id: int, config):
-        self.plan, self.pad_id = plan, pad_id
+    def __init__(self, windows: list[str], tokenizer, config, *, n_tokens: int, max_length: int,
+                 exclude_special: bool, name: str):
         self.rate = config.downsampling_rate if config.model_type == "canine" else None
+        budget = n_tokens * (self.rate + 1) if self.rate else n_tokens
+        self.plan = plan_windows(tokenizer, windows, budget, max_length, exclude_special, name)
+        self.pad_id = pad_id(tokenizer)
 
     def __len__(self):
         return len(self.plan)
@@ -183,3 +144,31 @@ class AudioInputs:
             return states, keep, None
 
         return Batch(inputs, torch.arange(start, start + len(clips)), tokens)
+
+
+def plan_windows(tokenizer, windows: list[str], n_tokens: int, max_length: int, exclude_special: bool,
+                 name: str, chunk: int = 256) -> list[tuple[int, list[int], list[int]]]:
+    """(window index, token ids, kept positions) for the first windows that together hold exactly `n_tokens` kept
+    tokens; the last window's kept positions are cut to meet the budget. Tokenizes only as far as needed."""
+    planned, total = [], 0
+    for first in range(0, len(windows), chunk):
+        encoded = tokenizer(windows[first:first + chunk], truncation=True, max_length=max_length,
+                            return_special_tokens_mask=True, return_attention_mask=False)
+        for offset, (ids, special) in enumerate(zip(encoded["input_ids"], encoded["special_tokens_mask"])):
+            kept = [i for i, is_special in enumerate(special) if not (exclude_special and is_special)]
+            kept = kept[:n_tokens - total]
+            if kept:
+                planned.append((first + offset, ids, kept))
+                total += len(kept)
+            if total == n_tokens:
+                return planned
+    policy = "excluded" if exclude_special else "included"
+    raise ValueError(f"{name}: the {len(windows)} windows hold {total} usable tokens (max_length {max_length}, "
+                     f"special tokens {policy}), fewer than the budget n_tokens={n_tokens}; give more windows, "
+                     "longer windows (raise max_length if they are truncated), or a smaller token budget")
+
+
+def pad_id(tokenizer) -> int:
+    """Right padding keeps real tokens at positions 0..n-1 and the attention mask hides the pads, so their id (eos
+    for tokenizers without a pad token, like GPT-2 and Pythia) never reaches a kept vector."""
+    return next(i for i in (tokenizer.pad_token_id, tokenizer.eos_token_id, 0) if i is not None)

@@ -1,5 +1,10 @@
 """The results tables: the per-layer files of every checkpoint in one tidy table, their duplicate flags, and the
-summary over batches."""
+summary over batches. Their columns are stated here once.
+
+    metrics.parquet   one row per (model, checkpoint, layer, metric, batch): KEYS, batch, value, duplicates_removed,
+                      and the DUPLICATE_COLUMNS
+    summary.parquet   one row per (model, checkpoint, layer, metric): KEYS, DUPLICATE_COLUMNS, mean, std, batches
+"""
 
 import json
 from collections import defaultdict
@@ -7,10 +12,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from shape_of_learning.metrics.layer import KEYS
-from shape_of_learning.pinning import duplicate_checkpoints
+from shape_of_learning.models.pinning import duplicate_checkpoints
 
+KEYS = ["model", "kind", "checkpoint", "step", "dtype", "layer", "num_layers", "after_final_norm", "metric"]
+LAYER_COLUMNS = [*KEYS, "batch", "value", "duplicates_removed"]  # one metrics job's file
 DUPLICATE_COLUMNS = ["identical_to", "shared_files"]
+VALUE_COLUMNS = [*LAYER_COLUMNS, *DUPLICATE_COLUMNS]
+SUMMARY_COLUMNS = [*KEYS, *DUPLICATE_COLUMNS, "mean", "std", "batches"]
+ROW_KEY = ["model", "checkpoint", "layer", "metric", "batch"]  # unique in metrics.parquet
 
 
 def build_tables(metric_files, pin_files) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -18,8 +27,8 @@ def build_tables(metric_files, pin_files) -> tuple[pd.DataFrame, pd.DataFrame]:
 
     `identical_to` names another checkpoint of the same model with bit-identical weight files (e.g. Pythia branches
     that upstream re-published with the final model's weights), `shared_files` the weight files a partial duplicate
-    shares ("file=checkpoint; ..."), both from :func:`shape_of_learning.pinning.duplicate_checkpoints`. Every row is
-    kept; the figures leave flagged checkpoints out (or mark them). Summary std is the sample standard deviation
+    shares ("file=checkpoint; ..."), both from `shape_of_learning.models.pinning.duplicate_checkpoints`. Every row
+    is kept; the figures leave flagged checkpoints out (or mark them). Summary std is the sample standard deviation
     (ddof=1) over batches: NaN where a layer has a single batch.
     """
     values = pd.concat([pd.read_parquet(path) for path in metric_files], ignore_index=True)

@@ -1,11 +1,11 @@
 """Disk and download volume of a config, from what is known here: lock files, the HF cache, local model directories.
 
-    python -m shape_of_learning.disk config.yaml                   # per model, offline
-    python -m shape_of_learning.disk presets/demo.yaml presets/ci.yaml --directory /scratch/run
-    python -m shape_of_learning.disk config.yaml --hub             # ask the Hub the sizes of unpinned checkpoints
+    python -m shape_of_learning disk config.yaml                   # per model, offline
+    python -m shape_of_learning disk presets/demo.yaml presets/ci.yaml --directory /scratch/run
+    python -m shape_of_learning disk config.yaml --hub             # ask the Hub the sizes of unpinned checkpoints
 
 A dry run (`snakemake -n`) prints the totals. Nothing is guessed: a checkpoint's download is known from its lock
-(`weight_bytes`, written by `shape_of_learning.pinning.pin`) or its weight files in the HF cache, else it counts as
+(`weight_bytes`, written by `pinning.pin`) or its weight files in the HF cache, else it counts as
 unknown and totals are lower bounds ("≥"). One checkpoint's hidden-state shards hold
 
     tokens per layer (metrics.batches x metrics.batch_size) x (layers + 1) x hidden size x bytes of store_dtype
@@ -18,21 +18,18 @@ checkpoint per extraction ahead of its metrics jobs, at least one. The corpus an
 next to these and are not counted.
 """
 
-import argparse
 import json
-import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from huggingface_hub import hf_hub_download
 
-from shape_of_learning import pinning
-from shape_of_learning.experiment import load_config, plan
-from shape_of_learning.registry import Checkpoint
+from shape_of_learning import paths
+from shape_of_learning.models import hf_cache, pinning
+from shape_of_learning.models.checkpoints import Checkpoint
 
 HIDDEN_SIZE_KEYS = ("hidden_size", "d_model", "n_embd")
-STORE_BYTES = {"float16": 2, "float32": 4}
 
 
 @dataclass(frozen=True)
@@ -78,16 +75,16 @@ def as_bytes(size: int | None) -> Bytes:
     return Bytes(0, 1) if size is None else Bytes(size)
 
 
-def volumes(config: dict, experiment=None, hub: bool = False) -> list[ModelVolume]:
-    """Per model of a validated config: each checkpoint's download, and its shards' bytes (module docstring), read
-    from the working directory (results/lock/, relative `path:` entries); `hub` asks the Hub for unknown sizes."""
-    experiment = experiment or plan(config)
-    tokens = config["metrics"]["batches"] * config["metrics"]["batch_size"]
-    itemsize = STORE_BYTES[config["extraction"]["store_dtype"]]
+def volumes(checkpoints: dict[str, list[Checkpoint]], models: dict[str, dict], tokens: int, store_dtype: str,
+            hub: bool = False) -> list[ModelVolume]:
+    """Per model: each checkpoint's download, and its shards' bytes for `tokens` per layer stored as `store_dtype`
+    (module docstring), read from the working directory (`paths.lock`, relative `path:` entries); `hub` asks the Hub
+    for unknown sizes."""
+    itemsize = np.dtype(store_dtype).itemsize
     found = []
-    for model, ckpts in experiment.checkpoints.items():
-        entry = experiment.models[model]
-        locks = [_lock(Path("results", "lock", model, f"{ckpt.name}.json")) for ckpt in ckpts]
+    for model, ckpts in checkpoints.items():
+        entry = models[model]
+        locks = [_lock(Path(paths.lock(model, ckpt.name))) for ckpt in ckpts]
         downloads = [checkpoint_download(ckpt, lock, entry["weights"], hub) for ckpt, lock in zip(ckpts, locks)]
         hidden = next(filter(None, (hidden_size(ckpt, lock) for ckpt, lock in zip(ckpts, locks))), None)
         if "finetune" in entry and not hidden:  # fine-tuning keeps the base model's width
@@ -147,11 +144,8 @@ def _lock(path: Path) -> dict | None:
 
 
 def _snapshot(ckpt: Checkpoint, lock: dict | None) -> Path | None:
-    repo = pinning._cache_dir(ckpt.location)
-    ref = repo / "refs" / ckpt.revision
-    commit = lock["commit_sha"] if lock else ref.read_text().strip() if ref.is_file() else ckpt.revision
-    snapshot = repo / "snapshots" / commit
-    return snapshot if snapshot.is_dir() else None
+    return hf_cache.snapshot(ckpt.location, lock["commit_sha"] if lock else hf_cache.commit_of(ckpt.location,
+                                                                                                ckpt.revision))
 
 
 def _complete_weights(snapshot: Path, weights: str) -> list[str]:
@@ -171,17 +165,16 @@ def _file_sizes(snapshot: Path, names) -> dict[str, int] | None:
     return {str(p): p.stat().st_size for p in paths} if all(p.is_file() for p in paths) else None
 
 
-def summary(config: dict, found: list[ModelVolume]) -> str:
+def summary(found: list[ModelVolume], extraction: dict) -> str:
     """A few lines for the dry run: total download, shards, and the peak disk of each evict_weights/keep_embeddings
-    setting, this config's marked."""
+    setting, the config's (its `extraction` section) marked."""
     download = sum((v.download for v in found), Bytes())
     shards = sum((v.shards for v in found), Bytes())
     no_width = [v.model for v in found if v.hidden_size is None]
-    extraction = config["extraction"]
     current = (extraction["evict_weights"], extraction["keep_embeddings"])
     lines = [f"Disk and download volume of {sum(len(v.downloads) for v in found)} checkpoints of {len(found)} models "
-             "(from results/lock/, the HF cache and local model directories; per model: "
-             "python -m shape_of_learning.disk CONFIG):",
+             f"(from {paths.lock_dir('*')}/, the HF cache and local model directories; per model: "
+             "python -m shape_of_learning disk CONFIG):",
              f"  download: {download}" + (f" ({download.unknown} checkpoints unpinned and not in the HF cache; "
                                           "add --hub to the command above to ask the Hub)" if download.unknown else "")]
     lines.append(f"  hidden-state shards ({extraction['store_dtype']}): {shards}{' in all' if shards.known else ''}"
@@ -215,23 +208,3 @@ def table(found: list[ModelVolume]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in
                                enumerate(zip(row, widths))) for row in rows)
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("configfile", nargs="+", type=Path, help="config or presets (later ones override)")
-    parser.add_argument("--directory", type=Path, default=Path("."), help="the run's working directory")
-    parser.add_argument("--hub", action="store_true", help="ask the Hub the sizes of unpinned, uncached checkpoints "
-                        "(one model_info each) and fetch config.json where no local copy gives the hidden size")
-    args = parser.parse_args(argv)
-    paths = [path.resolve() for path in args.configfile]
-    os.chdir(args.directory)  # where the run's results/lock/ and relative `path:` entries are
-    config = load_config(*paths)
-    found = volumes(config, hub=args.hub)
-    print(table(found))
-    print(summary(config, found))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -8,10 +8,10 @@ pythia-12b two step branches serve the final model's first shard (#206), so iden
 Weights come as safetensors or as PyTorch pickles (`pytorch_model*.bin`, which the Bloom intermediate branches and
 many Pythia branches publish). A model entry's `weights:` chooses: `safetensors`, `pytorch`, or `auto` (safetensors
 where the revision has them, else PyTorch files). PyTorch files are only ever loaded with
-``torch.load(weights_only=True)`` (see `shape_of_learning.extract`), which refuses a pickle that would run code.
+``torch.load(weights_only=True)`` (see `shape_of_learning.extraction.loading`), which refuses a pickle that would run
+code.
 """
 
-import difflib
 import hashlib
 import json
 import logging
@@ -22,7 +22,8 @@ from pathlib import Path
 from huggingface_hub import HfApi, constants
 from huggingface_hub.errors import HfHubHTTPError, HTTPError, OfflineModeIsEnabled
 
-from shape_of_learning.registry import Checkpoint, parse_step
+from shape_of_learning.models import hf_cache, revisions
+from shape_of_learning.models.checkpoints import Checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -31,11 +32,6 @@ WEIGHT_FILES = {
     "pytorch": re.compile(r"pytorch_model(-\d+-of-\d+)?\.bin"),  # not training_args.bin, optimizer states, ...
 }
 WEIGHT_FORMATS = ("auto", *WEIGHT_FILES)
-COMMIT_SHA = re.compile(r"[0-9a-f]{40}")
-
-
-class MissingRevisionError(ValueError):
-    """A configured revision that the repository does not have."""
 
 
 def pin(checkpoint: Checkpoint, weights: str = "auto") -> dict:
@@ -46,8 +42,8 @@ def pin(checkpoint: Checkpoint, weights: str = "auto") -> dict:
     ``model_info(files_metadata=True)`` call (no download) gives the commit sha and the LFS sha256 and size of every
     file; without network, the local HF cache. Local directory: sha256 and size of its weight files, commit_sha None.
     `weights` picks the format (module docstring); the lock records the one chosen. `weight_bytes` (what the
-    checkpoint downloads, for `shape_of_learning.disk`) lists the files whose size is known; `repository_refs` (the
-    refs read on the Hub, for `check_revisions_offline`) is None where they came from the cache or a directory.
+    checkpoint downloads, for `experiment.disk`) lists the files whose size is known; `repository_refs` (the refs read
+    on the Hub, for `revisions.check_revisions_offline`) is None where they came from the cache or a directory.
     Locks written before these two keys existed stay readable (`read_lock`).
     """
     if weights not in WEIGHT_FORMATS:
@@ -67,7 +63,7 @@ def pin(checkpoint: Checkpoint, weights: str = "auto") -> dict:
 
 
 def read_lock(path) -> dict:
-    """A lock file written by `pin` (results/lock/{model}/{checkpoint}.json); a truncated or edited one is refused."""
+    """A lock file written by `pin` (`paths.lock`); a truncated or edited one is refused."""
     try:
         lock = json.loads(Path(path).read_text())
         missing = {"model", "checkpoint", "commit_sha", "weights"} - set(lock)
@@ -79,26 +75,6 @@ def read_lock(path) -> dict:
     return lock
 
 
-def evict_weights(lock: dict) -> list[Path]:
-    """Delete a Hub checkpoint's weight files (and only those) from the Hugging Face cache, once its hidden states are
-    extracted: the snapshot's links and the blobs no other snapshot links to. Returns the blobs deleted."""
-    if lock["source"] != "hub":
-        return []  # a package, a local directory or the pipeline's own model: nothing was downloaded
-    snapshot = _cache_dir(lock["location"]) / "snapshots" / lock["commit_sha"]
-    links = [snapshot / name for name in lock["weights"] if (snapshot / name).is_symlink()]
-    blobs = {link.resolve() for link in links}
-    for link in links:
-        link.unlink()
-    still_linked = {path.resolve() for path in snapshot.parent.rglob("*") if path.is_symlink()}
-    deleted = [blob for blob in blobs if blob not in still_linked and blob.is_file()]
-    size = sum(blob.stat().st_size for blob in deleted)
-    for blob in deleted:
-        blob.unlink()
-    logger.info("evicted %d weight files (%.1f MB) of %s@%s from the Hugging Face cache", len(deleted), size / 1e6,
-                lock["location"], lock["commit_sha"])
-    return deleted
-
-
 def select_weights(files: dict[str, str], weights: str, name: str) -> tuple[str, dict[str, str]]:
     """The weight files of the wanted format among a revision's `files` ({path: sha256}): (format, {path: sha256})."""
     by_format = {fmt: {f: sha for f, sha in files.items() if pattern.fullmatch(f)} for fmt, pattern in
@@ -108,7 +84,7 @@ def select_weights(files: dict[str, str], weights: str, name: str) -> tuple[str,
         present = {f: sorted(found) for f, found in by_format.items() if found}
         wanted = "weight files" if weights == "auto" else f"{fmt} weight files"
         fix = (f"set `weights: {next(iter(present))}` in the model entry" if present else
-               "pick a revision that has weights (`python -m shape_of_learning.refs MODEL` lists the refs)")
+               "pick a revision that has weights (`python -m shape_of_learning refs MODEL` lists the refs)")
         raise ValueError(f"{name}: no {wanted} among its {len(files)} files (found: {present or 'none'}); {fix}")
     return fmt, by_format[fmt]
 
@@ -146,92 +122,11 @@ def duplicate_checkpoints(pins: list[dict]) -> dict[str, dict]:
     return duplicates
 
 
-def repository_refs(repo: str) -> tuple[list[str], str]:
-    """The branches and tags of a Hub model repository, and where they were read: the Hub, or without network the
-    local HF cache (only the refs downloaded there)."""
-    try:
-        return _hub_refs(repo), "the Hub"
-    except HfHubHTTPError:
-        raise  # the Hub answered: repo not found, gated, ...
-    except (OfflineModeIsEnabled, HTTPError):
-        return _cached_refs(repo), f"the local cache {_cache_dir(repo)}"
-
-
-def nearest_refs(revision: str, refs: list[str], count: int = 4) -> list[str]:
-    """The existing refs closest to `revision`: by training step where both name one, else by spelling."""
-    step = parse_step(revision)
-    with_steps = [ref for ref in refs if parse_step(ref) >= 0]
-    if step >= 0 and with_steps:
-        return sorted(sorted(with_steps, key=lambda ref: abs(parse_step(ref) - step))[:count], key=parse_step)
-    return difflib.get_close_matches(revision, refs, n=count, cutoff=0)
-
-
-def check_revisions_offline(checkpoints: dict[str, list[Checkpoint]], models: dict[str, dict],
-                            lock_dir: Path = Path("results/lock")) -> None:
-    """Reject configured checkpoints that do not exist, before any job runs and without network.
-
-    `path:`/`package:` models: every checkpoint's directory (the revision's subdirectory) must exist. Hub models:
-    revisions are checked against the refs known here, if any: the refs an earlier pin read on the Hub (its lock's
-    `repository_refs`), or with HF_HUB_OFFLINE the refs in the local HF cache (which the pin job would check the
-    same way). Where nothing is known locally, the pin_checkpoint job checks the revision on the Hub. A checkpoint
-    with a lock file was pinned, so it exists: a finished run stays usable offline, its weights evicted or its
-    results copied to another machine.
-    """
-    for model, found in checkpoints.items():
-        found = [c for c in found if not (lock_dir / model / f"{c.name}.json").is_file()]
-        if "path" in models[model] or "package" in models[model]:
-            _check_directories(model, found)
-            continue
-        for repo in dict.fromkeys(c.location for c in found if c.source == "hub"):
-            refs, where = _known_refs(repo, lock_dir / model)
-            for ckpt in found:
-                if refs and ckpt.location == repo:
-                    _check_revision(repo, ckpt.revision, refs, where)
-
-
-def _check_directories(model: str, found: list[Checkpoint]) -> None:
-    missing = [c for c in found if not Path(c.location).is_dir()]
-    if missing:
-        parent = Path(missing[0].location).parent
-        holds = sorted(p.name for p in parent.iterdir() if p.is_dir()) if parent.is_dir() else []
-        raise FileNotFoundError(
-            f"model {model!r}: checkpoint directories missing: {', '.join(c.location for c in missing[:4])}"
-            f"{f' and {len(missing) - 4} more' if len(missing) > 4 else ''}; present: "
-            f"{', '.join(c.name for c in found if c not in missing) or 'none'} ({parent} holds "
-            f"{', '.join(holds[:8]) or 'nothing'}{', ...' if len(holds) > 8 else ''}). Fix `checkpoints:` or the "
-            "`path:`/`package:` of the model's entry")
-
-
-def _known_refs(repo: str, model_locks: Path) -> tuple[list[str], str]:
-    """Refs of `repo` known without network: recorded by an earlier pin, or with HF_HUB_OFFLINE, the cache's."""
-    for lock in sorted(model_locks.glob("*.json")) if model_locks.is_dir() else []:
-        try:
-            recorded = json.loads(lock.read_text())
-        except (OSError, ValueError):
-            continue  # a broken lock is the pin job's to report (read_lock)
-        if recorded.get("location") == repo and recorded.get("repository_refs"):
-            return recorded["repository_refs"], (
-                f"its refs as read on the Hub when {lock} was pinned; a ref published since is not known here, "
-                "but a commit sha always is")
-    if constants.HF_HUB_OFFLINE:
-        return _cached_refs(repo), f"in the local cache {_cache_dir(repo)}, HF_HUB_OFFLINE being set"
-    return [], ""
-
-
-def _check_revision(repo: str, revision: str, refs: list[str], where: str) -> None:
-    if revision in refs or COMMIT_SHA.fullmatch(revision):
-        return
-    raise MissingRevisionError(
-        f"{repo} has no revision {revision!r} ({where}); nearest existing: {', '.join(nearest_refs(revision, refs))}"
-        f" ({len(refs)} refs in all). List them with `python -m shape_of_learning.refs --repo {repo}` and put real "
-        "ones in the model's `checkpoints:`")
-
-
 def _pin_hub(repo: str, revision: str) -> tuple[str, dict[str, str], dict[str, int | None], list[str] | None]:
     """(commit sha, {file: sha256}, {file: size}, the repository's refs) from the Hub, else from the local cache."""
     try:
-        refs = _hub_refs(repo)
-        _check_revision(repo, revision, refs, "on the Hub")
+        refs = revisions.hub_refs(repo)
+        revisions.check_revision(repo, revision, refs, "on the Hub")
         info = HfApi().model_info(repo, revision=revision, files_metadata=True)
     except HfHubHTTPError:
         raise  # the Hub answered (repo not found, gated, ...): its message says which
@@ -248,34 +143,20 @@ def hub_files(siblings) -> tuple[dict[str, str], dict[str, int | None]]:
     return files, {s.rfilename: getattr(s, "size", None) for s in siblings}
 
 
-def _hub_refs(repo: str) -> list[str]:
-    refs = HfApi().list_repo_refs(repo)
-    return sorted({ref.name for ref in [*refs.branches, *refs.tags]})
-
-
-def _cache_dir(repo: str) -> Path:
-    return Path(constants.HF_HUB_CACHE, "models--" + repo.replace("/", "--"))
-
-
-def _cached_refs(repo: str) -> list[str]:
-    refs = _cache_dir(repo) / "refs"
-    return sorted(str(ref.relative_to(refs)) for ref in refs.rglob("*") if ref.is_file()) if refs.is_dir() else []
-
-
 def _pin_from_cache(repo: str, revision: str) -> tuple[str, dict[str, str], dict[str, int]]:
     """Commit sha and weight hashes from the HF cache: refs/{revision} holds the sha; each snapshot file links to a
     blob named by its sha256 (LFS files)."""
-    repo_dir = _cache_dir(repo)
+    repo_dir = hf_cache.repo_dir(repo)
     if not repo_dir.is_dir():
         raise RuntimeError(
             f"cannot pin {repo}@{revision}: the Hub is unreachable and the cache ({constants.HF_HUB_CACHE}) has no "
             f"copy of {repo}. Pre-fetch it where there is network (`hf download {repo} --revision {revision}`, with "
             "the same HF_HOME), or download the model elsewhere and use a `path:` entry")
-    _check_revision(repo, revision, _cached_refs(repo), f"in the local cache {repo_dir}, the Hub being unreachable")
-    ref = repo_dir / "refs" / revision
-    commit_sha = ref.read_text().strip() if ref.is_file() else revision
-    snapshot = repo_dir / "snapshots" / commit_sha
-    if not snapshot.is_dir():
+    revisions.check_revision(repo, revision, hf_cache.cached_refs(repo),
+                             f"in the local cache {repo_dir}, the Hub being unreachable")
+    commit_sha = hf_cache.commit_of(repo, revision)
+    snapshot = hf_cache.snapshot(repo, commit_sha)
+    if snapshot is None:
         raise RuntimeError(
             f"cannot pin {repo}@{revision}: the Hub is unreachable and the cache {repo_dir} has no snapshot of it. "
             f"Pre-fetch it where there is network (`hf download {repo} --revision {revision}`, with the same "

@@ -1,6 +1,6 @@
 import pytest
 
-from shape_of_learning.steps import log_then_linear
+from shape_of_learning.models.schedules import log_then_linear
 
 
 def test_pythia_schedule_matches_the_154_published_checkpoints():

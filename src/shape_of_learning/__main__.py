@@ -1,0 +1,90 @@
+"""Questions about a config and its run, from the shell.
+
+    python -m shape_of_learning verify presets/demo.yaml [presets/ci.yaml] [--directory WORKDIR]
+    python -m shape_of_learning disk config.yaml [--hub] [--directory WORKDIR]
+    python -m shape_of_learning refs pythia-1b [--configfile config.yaml] [--snippet]
+    python -m shape_of_learning refs --repo EleutherAI/pythia-1b
+
+verify: is a finished run complete (every output, every row of the tables, all finite)? disk: the download and disk
+volume a config needs, per model (shape_of_learning.experiment.disk). refs: a Hub model's branches and tags by step,
+the configured ones marked and missing ones named (shape_of_learning.models.revisions).
+"""
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from shape_of_learning.experiment import disk
+from shape_of_learning.experiment.config import load_config
+from shape_of_learning.experiment.dag import plan
+from shape_of_learning.experiment.verify import problems
+from shape_of_learning.models.checkpoints import checkpoints
+from shape_of_learning.models.revisions import report
+
+REPO_CONFIG = Path(__file__).resolve().parents[2] / "config.yaml"
+
+
+def verify(args) -> int:
+    found = problems(load_config(*args.configfiles), args.directory)
+    for problem in found:
+        print(problem, file=sys.stderr)
+    print("run incomplete" if found else f"run complete: {args.directory}")
+    return 1 if found else 0
+
+
+def volume(args) -> int:
+    configfiles = [path.resolve() for path in args.configfiles]
+    os.chdir(args.directory)  # where the run's locks and relative `path:` entries are
+    config = load_config(*configfiles)
+    experiment = plan(config)
+    found = disk.volumes(experiment.checkpoints, experiment.models, experiment.tokens_per_layer,
+                         config["extraction"]["store_dtype"], hub=args.hub)
+    print(disk.table(found))
+    print(disk.summary(found, config["extraction"]))
+    return 0
+
+
+def refs(args) -> int:
+    if bool(args.model) == bool(args.repo):
+        args.parser.error("give a model name of the config or --repo, not both")
+    if args.repo:
+        print(report(args.repo, [], args.snippet))
+        return 0
+    models = load_config(args.configfile)["models"]
+    if args.model not in models:
+        args.parser.error(f"{args.configfile} has no model {args.model!r}; models: {', '.join(sorted(models))}")
+    hub = [c for c in checkpoints(args.model, models[args.model]) if c.source == "hub"]
+    if not hub:
+        args.parser.error(f"model {args.model!r} is not on the Hub (a path, package or trained model)")
+    for repo in dict.fromkeys(c.location for c in hub):  # TinyLlama: one repository per checkpoint
+        print(report(repo, [c.revision for c in hub if c.location == repo], args.snippet))
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m shape_of_learning", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+    command = commands.add_parser("verify", help="check a finished run")
+    command.add_argument("configfiles", type=Path, nargs="+", help="the --configfile files of the run, in order")
+    command.add_argument("--directory", type=Path, default=Path("."), help="the workflow's working directory")
+    command.set_defaults(run=verify)
+    command = commands.add_parser("disk", help="download and disk volume of a config")
+    command.add_argument("configfiles", type=Path, nargs="+", help="config or presets (later ones override)")
+    command.add_argument("--directory", type=Path, default=Path("."), help="the run's working directory")
+    command.add_argument("--hub", action="store_true", help="ask the Hub the sizes of unpinned, uncached checkpoints "
+                         "(one model_info each) and fetch config.json where no local copy gives the hidden size")
+    command.set_defaults(run=volume)
+    command = commands.add_parser("refs", help="a Hub model's branches and tags by step")
+    command.add_argument("model", nargs="?", help="a model name of the config")
+    command.add_argument("--configfile", type=Path, default=REPO_CONFIG)
+    command.add_argument("--repo", help="a Hub repository id instead of a configured model")
+    command.add_argument("--snippet", action="store_true", help="print a `checkpoints:` list of the existing refs")
+    command.set_defaults(run=refs, parser=command)
+    args = parser.parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

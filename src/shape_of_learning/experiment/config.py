@@ -1,0 +1,184 @@
+"""The config: validated against workflow/schemas/ before any job runs, and what of it reruns a job.
+
+The schemas are the one source of every setting's default. Two lists they hold are filled in from the code's
+registries, so that each is declared once: the metric names (`shape_of_learning.metrics.registry.METRICS`) and the
+modalities (`shape_of_learning.corpus.MODALITIES`). A setting marked ``x-rerun: false`` in a schema cannot change
+any result (a device, a batch size, what is kept on disk, which jobs exist): `result_settings` leaves it out of a
+job's params, so changing it reruns nothing. Rule scripts read every setting from the validated config.
+"""
+
+import functools
+import json
+import tempfile
+from pathlib import Path
+
+import yaml
+
+from shape_of_learning.corpus import MODALITIES
+from shape_of_learning.metrics.registry import METRICS
+
+SCHEMAS = Path(__file__).resolve().parents[3] / "workflow" / "schemas"
+CONFIG_SCHEMA, MODEL_SCHEMA = "config.schema.yaml", "model.schema.yaml"
+
+
+class ConfigError(ValueError):
+    """The config breaks its schema; the message names the key, what is wrong and what is allowed."""
+
+
+@functools.cache
+def schemas() -> dict[str, dict]:
+    """Both schemas, by file name, with the registries' lists filled in (the enum of `$defs/metric` and the default
+    of `metrics.names`; the enum of a model's `modality`). Read once per process; not to be modified."""
+    config, model = (yaml.safe_load((SCHEMAS / name).read_text()) for name in (CONFIG_SCHEMA, MODEL_SCHEMA))
+    config["$defs"]["metric"]["enum"] = list(METRICS)
+    config["properties"]["metrics"]["properties"]["names"]["default"] = list(METRICS)
+    model["properties"]["modality"]["enum"] = list(MODALITIES)
+    return {CONFIG_SCHEMA: config, MODEL_SCHEMA: model}
+
+
+def validate_config(config: dict) -> dict:
+    """Validate against workflow/schemas/ and fill in defaults, model entries included, before any job is planned.
+
+    Snakemake fills defaults of `properties` only, not of each entry under `models:` (`additionalProperties`), so
+    every model entry is validated against its own schema as well. An invalid config raises ConfigError, naming the
+    key, the problem and the allowed values.
+    """
+    with tempfile.TemporaryDirectory() as folder:  # snakemake.utils.validate reads a schema from a file
+        files = _write(schemas(), Path(folder))
+        _validate(config, files[CONFIG_SCHEMA], "config")
+        for name, entry in config["models"].items():
+            _validate(entry, files[MODEL_SCHEMA], f"models.{name}")
+    _check_metric_settings(config["metrics"])
+    return config
+
+
+def validate_model_entry(entry: dict) -> dict:
+    """One entry of `models:` checked against model.schema.yaml, its defaults filled in place: what every function
+    taking a model entry (checkpoints, extraction, training) expects."""
+    with tempfile.TemporaryDirectory() as folder:
+        return _validate(entry, _write(schemas(), Path(folder))[MODEL_SCHEMA], "model entry")
+
+
+def load_config(*paths: Path) -> dict:
+    """Read a config or preset (several merge, later ones win, as `--configfile a.yaml b.yaml` does) and validate it
+    exactly as the Snakefile does."""
+    from snakemake.utils import update_config
+
+    config = {}
+    for path in paths:
+        update_config(config, yaml.safe_load(Path(path).read_text()))
+    return validate_config(config)
+
+
+def result_settings(value, where: str):
+    """`value`, the config's setting at `where` ("extraction", "models.*", "finetuning.datasets.*", ...), as a job's
+    params: without the settings its schema marks ``x-rerun: false``, keys sorted at every level.
+
+    Snakemake reruns a job when the repr of its params changes, so neither a setting that cannot change a result nor
+    the order of keys in a config file may rerun finished work.
+    """
+    schema, file = schemas()[CONFIG_SCHEMA], CONFIG_SCHEMA
+    for key in where.split("."):
+        schema, file = _resolve(schema, file)
+        schema = _property(schema, key)
+    return _canonical(value, schema, file)
+
+
+def _canonical(value, schema: dict, file: str):
+    schema, file = _resolve(schema, file)
+    if isinstance(value, dict):
+        return {key: _canonical(value[key], _property(schema, key), file) for key in sorted(value)
+                if _property(schema, key).get("x-rerun", True)}
+    if isinstance(value, list):
+        return [_canonical(item, schema.get("items", {}), file) for item in value]
+    return value
+
+
+def _property(schema: dict, key: str) -> dict:
+    """The schema of `key` inside an object schema: a named property, or the schema of every other key."""
+    others = schema.get("additionalProperties")
+    return schema.get("properties", {}).get(key, others if isinstance(others, dict) else {})
+
+
+def _resolve(schema: dict, file: str) -> tuple[dict, str]:
+    """Follow a `$ref` ("model.schema.yaml", "#/$defs/schedule") from the schema file `file`: (schema, its file)."""
+    ref = schema.get("$ref")
+    if ref is None:
+        return schema, file
+    target, _, pointer = ref.partition("#")
+    file = target or file
+    document = schemas()[file]
+    for part in filter(None, pointer.split("/")):
+        document = document[part]
+    return _resolve(document, file)
+
+
+def _check_metric_settings(metrics: dict) -> None:
+    """`metrics.settings` names metrics that are computed, and only their functions' settings (a schema cannot read
+    a function's signature)."""
+    for name, overrides in metrics["settings"].items():
+        if name not in metrics["names"]:
+            raise ConfigError(f"config.metrics.settings.{name}: {name} is not among metrics.names; add it there or "
+                              "remove its settings")
+        try:
+            METRICS[name].settings(overrides)
+        except ValueError as error:
+            raise ConfigError(f"config.metrics.settings.{name}: {error}") from None
+
+
+def _write(loaded: dict[str, dict], folder: Path) -> dict[str, Path]:
+    """The schemas as files in `folder`, under their own names, so that the config schema's reference to the model
+    schema finds the copy. Written as JSON (YAML too): Snakemake reads a schema file once per entry validated, and
+    JSON parses a hundred times faster than YAML."""
+    files = {name: folder / name for name in loaded}
+    for name, schema in loaded.items():
+        files[name].write_text(json.dumps(schema))
+    return files
+
+
+def _validate(instance: dict, schema: Path, where: str) -> dict:
+    import jsonschema
+    from snakemake.exceptions import WorkflowError
+    from snakemake.utils import validate
+
+    try:
+        validate(instance, str(schema))
+    except WorkflowError as failure:
+        error = failure.__context__  # Snakemake raises its WorkflowError while handling jsonschema's error
+        if not isinstance(error, jsonschema.ValidationError):
+            raise
+        raise ConfigError(_explain(error, where)) from None
+    return _plain(instance)
+
+
+def _plain(value):
+    """The defaults filled in from a JSON schema are OrderedDicts (Snakemake's reader): plain dicts, in place, so that
+    a validated config dumps and prints as the file it came from."""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        value[key] = _plain(dict(item) if type(item) is not dict and isinstance(item, dict) else item)
+    return value
+
+def _explain(error, where: str) -> str:
+    """One line for a schema violation instead of Snakemake's dump of the whole schema."""
+    import jsonschema
+
+    alternatives = [s["required"] for s in error.schema.get("oneOf", []) if set(s) == {"required"}]
+    if error.validator == "oneOf" and alternatives:  # e.g. a model's source: exactly one of hub_id, path, ...
+        keys = [key for required in alternatives for key in required]
+        found = [key for key in keys if key in error.instance]
+        return f"{_key(where, error)}: give exactly one of {', '.join(keys)}; found {', '.join(found) or 'none'}"
+    while error.context:  # oneOf/anyOf: what is wrong inside the alternative of the instance's own type
+        same_type = [e for e in error.context if not (e.validator == "type" and not e.relative_path)]
+        error = jsonschema.exceptions.best_match(same_type or error.context)
+    if error.validator == "enum":
+        allowed = ", ".join(map(str, error.validator_value))
+        return f"{_key(where, error)}: {error.instance!r} is not allowed; allowed: {allowed}"
+    if error.validator == "additionalProperties":
+        allowed = ", ".join(sorted(error.schema.get("properties", {})))
+        return f"{_key(where, error)}: {error.message}; allowed keys: {allowed}"
+    return f"{_key(where, error)}: {error.message}"
+
+
+def _key(where: str, error) -> str:
+    return ".".join([where, *map(str, error.absolute_path)])

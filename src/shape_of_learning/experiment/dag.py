@@ -1,0 +1,199 @@
+"""The experiment as the workflow sees it, planned from the validated config alone: every checkpoint and its layer
+groups, every figure, and every job of the Rajaee & Pilehvar analysis.
+
+Everything is enumerated at parse time (no Snakemake checkpoints), so `snakemake -n` on thousands of jobs stays
+fast and works offline. Planning reads no file: whether the configured checkpoints exist is the preflight's
+question (`shape_of_learning.models.revisions.check_revisions_offline`, run by common.smk after `plan`).
+Cross-references a schema cannot check (a figure's models, a pair's fine-tuned model, a dataset split) fail here.
+"""
+
+import inspect
+from dataclasses import dataclass, field
+
+from shape_of_learning import paths
+from shape_of_learning.figures.kinds import FIGURE_KINDS, Figure
+from shape_of_learning.figures.modality import model_group
+from shape_of_learning.models.checkpoints import Checkpoint, checkpoints
+
+RAJAEE_PILEHVAR_TABLES = [paths.table(f"rajaee_pilehvar_table{number}.csv") for number in (1, 2)]
+RAJAEE_PILEHVAR_REPORT = paths.table("rajaee_pilehvar_tables.html")
+RAJAEE_PILEHVAR_FIGURES = {number: [paths.figure(f"rajaee_pilehvar_figure{number}", ext) for ext in
+                                    paths.FIGURE_FORMATS] for number in (1, 2)}
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A pre-trained model and its fine-tuned copy (Rajaee & Pilehvar), and the paper's row to compare them with."""
+
+    pretrained: str
+    finetuned: str
+    paper: str | None  # BERT, RoBERTa or None
+
+    @property
+    def label(self) -> str:
+        return f"{self.pretrained} -> {self.finetuned}"
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """One `measure_isotropy_settings` job: a model of a pair, in one state, on one evaluated dataset split."""
+
+    reference: str  # dataset/split
+    pair: Pair
+    state: str  # pre-trained | fine-tuned
+
+    @property
+    def model(self) -> str:
+        return self.pair.pretrained if self.state == "pre-trained" else self.pair.finetuned
+
+    def output(self, part: str) -> str:
+        """settings, layers or view: the Parquet file of that part (`paths.isotropy_settings`)."""
+        return paths.isotropy_settings(*parse_reference(self.reference), self.model, part)
+
+
+@dataclass
+class Experiment:
+    models: dict[str, dict]
+    checkpoints: dict[str, list[Checkpoint]]
+    tokens_per_layer: int  # vectors every layer of every checkpoint keeps: metrics.batches x metrics.batch_size
+    layers_per_job: int = 1
+    figures: list[Figure] = field(default_factory=list)
+    pairs: list[Pair] = field(default_factory=list)
+    analyses: list[Analysis] = field(default_factory=list)  # Tables 1-2; those on the first split feed Figures 1-2
+
+    def figure(self, name: str) -> Figure:
+        return next(figure for figure in self.figures if figure.name == name)
+
+    def checkpoint(self, model: str, name: str) -> Checkpoint:
+        for ckpt in self.checkpoints[model]:
+            if ckpt.name == name:
+                return ckpt
+        raise KeyError(f"model {model!r} has no checkpoint {name!r}")
+
+    def last_checkpoint(self, model: str) -> Checkpoint:
+        """The checkpoint a fine-tuning starts from and the Rajaee & Pilehvar analysis measures."""
+        return self.checkpoints[model][-1]
+
+    def hidden_states(self, model: str) -> range:
+        """The hidden states of one forward pass, by index: the embedding output (0) and each of the model's `layers`
+        blocks (1..layers)."""
+        return range(self.models[model]["layers"] + 1)
+
+    def layer_groups(self, model: str) -> list[str]:
+        """The layers of each metrics job, as named in its output: "3", or "0-7" with metrics.layers_per_job: 8."""
+        states, size = self.hidden_states(model), self.layers_per_job
+        chunks = [states[i:i + size] for i in range(0, len(states), size)]
+        return [str(c[0]) if len(c) == 1 else f"{c[0]}-{c[-1]}" for c in chunks]
+
+    @property
+    def figure_analyses(self) -> list[Analysis]:
+        """The analyses of the first evaluated split, which Figures 1-2 of Rajaee & Pilehvar show."""
+        return [job for job in self.analyses if job.reference == self.analyses[0].reference]
+
+    def targets(self) -> list[str]:
+        """Every final output: the tables, every figure, and the Rajaee & Pilehvar tables and figures."""
+        found = [paths.METRICS_TABLE, paths.SUMMARY, paths.SUMMARY_CSV]
+        found += [path for figure in self.figures for path in figure.outputs]
+        if self.pairs:
+            found += [*RAJAEE_PILEHVAR_TABLES, RAJAEE_PILEHVAR_REPORT, *RAJAEE_PILEHVAR_FIGURES[1],
+                      *RAJAEE_PILEHVAR_FIGURES[2]]
+        return found
+
+
+def layers_in_group(group: str) -> range:
+    """Inverse of `Experiment.layer_groups`: "3" -> range(3, 4), "0-7" -> range(0, 8)."""
+    first, _, last = group.partition("-")
+    return range(int(first), int(last or first) + 1)
+
+
+def plan(config: dict) -> Experiment:
+    """Expand a validated config into checkpoints, figures and analyses."""
+    models = config["models"]
+    for name, entry in models.items():
+        modality = entry["modality"]
+        if modality != "text" and not config.get(f"{modality}_corpus"):
+            raise ValueError(f"model {name!r} reads {modality} (modality: {modality}) but the config has no "
+                             f"`{modality}_corpus`; add one (name, local_path to a folder or archive, count) or "
+                             "remove the model")
+    metrics = config["metrics"]
+    experiment = Experiment(models, {name: checkpoints(name, entry) for name, entry in models.items()},
+                            metrics["batches"] * metrics["batch_size"], metrics["layers_per_job"])
+    for kind, entry in config["figures"].items():
+        if kind in FIGURE_KINDS:
+            experiment.figures += plan_figures(kind, entry, config)
+    experiment.pairs = plan_pairs(config)
+    if experiment.pairs:
+        experiment.analyses = [Analysis(reference, pair, state) for reference in config["finetuning"]["evaluate"]
+                               for pair in experiment.pairs for state in ("pre-trained", "fine-tuned")]
+    return experiment
+
+
+def plan_figures(kind: str, entry: dict | list, config: dict) -> list[Figure]:
+    """The figures of one `figures.<kind>` entry (see `shape_of_learning.figures.kinds.FigureKind`), checked against
+    the models and metrics of the config."""
+    spec = FIGURE_KINDS[kind]
+    entries = entry if isinstance(entry, list) else [entry]
+    if spec.per_model:
+        entries = [{**{key: value for key, value in e.items() if key != "models"}, "model": model}
+                   for e in entries for model in e["models"]]
+    figures = []
+    for arguments in entries:
+        figure = Figure(spec.stem.format(**arguments), kind, arguments)
+        if unknown := [m for m in figure.models if m not in config["models"]]:
+            raise ValueError(f"figures.{kind} names models {unknown} that are not in the `models:` registry (known: "
+                             f"{sorted(config['models'])}); add an entry for each or remove them from the figure")
+        if missing := [m for m in figure.metrics if m not in config["metrics"]["names"]]:
+            raise ValueError(f"figures.{kind} plots {missing}, which metrics.names does not compute; add them to "
+                             "metrics.names")
+        settings = {"duplicates": config["figures"]["duplicates"],
+                    "layer_average_over": config["figures"]["layer_average"],
+                    "groups": {model: model_group(config["models"][model]) for model in figure.models}}
+        taken = inspect.signature(spec.draw).parameters
+        figures.append(Figure(figure.name, kind, arguments | {k: v for k, v in settings.items() if k in taken}))
+    return figures
+
+
+def parse_reference(reference: str) -> tuple[str, str]:
+    """A dataset split as the config names it: "stsb/dev" -> ("stsb", "dev")."""
+    name, _, split = reference.partition("/")
+    return name, split
+
+
+def split_reference(reference: str, datasets: dict, where: str) -> tuple[str, str]:
+    """`parse_reference`, checked against `finetuning.datasets`."""
+    name, split = parse_reference(reference)
+    if name not in datasets or split not in datasets[name]["splits"]:
+        known = [f"{n}/{s}" for n, spec in datasets.items() for s in spec["splits"]]
+        raise ValueError(f"{where}: {reference!r} is not a configured dataset split (finetuning.datasets); "
+                         f"known: {known}")
+    return name, split
+
+
+def plan_pairs(config: dict) -> list[Pair]:
+    """The configured (pre-trained, fine-tuned) pairs of the Rajaee & Pilehvar analysis, every cross-reference
+    checked: every pair names models of the registry, every fine-tuned model a configured dataset split, every
+    evaluation a configured split."""
+    models = config["models"]
+    if "finetuning" not in config:
+        if tuned := [name for name, entry in models.items() if "finetune" in entry]:
+            raise ValueError(f"models {tuned} are `finetune:` entries, whose data comes from the `finetuning:` "
+                             "section; add it (see config.yaml) or remove them")
+        return []
+    section = config["finetuning"]
+    found = [Pair(p["pretrained"], p["finetuned"], p["paper"]) for p in section["pairs"]]
+    for pair in found:
+        for name in (pair.pretrained, pair.finetuned):
+            if name not in models:
+                raise ValueError(f"finetuning.pairs names model {name!r}, which is not in `models:`; add it")
+        spec = models[pair.finetuned].get("finetune")
+        if spec is None or spec["base"] != pair.pretrained:
+            raise ValueError(f"finetuning.pairs: model {pair.finetuned!r} must be a `finetune:` entry with "
+                             f"base: {pair.pretrained}")
+    for name, entry in models.items():
+        if "finetune" in entry:
+            if entry["finetune"]["base"] not in models:
+                raise ValueError(f"model {name!r}: finetune.base {entry['finetune']['base']!r} is not in `models:`")
+            split_reference(entry["finetune"]["data"], section["datasets"], f"model {name!r}: finetune.data")
+    for reference in section["evaluate"]:
+        split_reference(reference, section["datasets"], "finetuning.evaluate")
+    return found

@@ -1,0 +1,3 @@
+"""The extraction stage (extraction.smk): one forward pass per checkpoint (`hidden_states`), the model loaded as its
+pin says (`loading`), what differs between families (`families`), what a model reads and which vectors are tokens
+(`inputs`), and the Parquet shards every layer goes to (`shards`)."""

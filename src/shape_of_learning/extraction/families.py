@@ -1,0 +1,66 @@
+"""What differs between model families: the class that loads one, its depth in hidden states, its final norm.
+
+A model entry's ``layers`` is checked against `depth` before any weight loads; a family missing from the final-norm
+table is measured all the same and recorded as unknown (`last_layer_after_final_norm` is None).
+"""
+
+import math
+
+from transformers import AutoModel
+
+T5_FAMILIES = ("t5", "mt5", "umt5")
+STAGE_FAMILIES = ("resnet", "convnext", "convnextv2", "regnet")  # embedding output + one state per stage
+
+
+def model_class(config):
+    """The transformers class to load: the encoder alone for encoder-decoders (ByT5, Whisper), else AutoModel.
+
+    WhisperForAudioClassification is Whisper's encoder under a (unused, randomly initialised) head: it loads the
+    encoder weights of any Whisper checkpoint and returns the encoder's hidden states.
+    """
+    if config.model_type in T5_FAMILIES:
+        from transformers import T5EncoderModel
+        return T5EncoderModel
+    if config.model_type == "whisper":
+        from transformers import WhisperForAudioClassification
+        return WhisperForAudioClassification
+    return AutoModel
+
+
+def depth(config) -> int:
+    """Hidden states of one forward pass minus one: a model entry's ``layers`` (layer 0 is the first state).
+
+    Transformers: blocks (the embedding output is layer 0). CANINE: 16 = char embeddings, its initial char layer, the
+    initial molecules, 12 deep layers, the upsampled projection and the final char layer. ResNet/ConvNeXt: stages
+    (layer 0 the stem's output); EfficientNet: MBConv blocks (16 in b0); SegFormer and CvT return their stages only,
+    so their layer 0 is stage 1's output.
+    """
+    family = config.model_type
+    if family == "canine":
+        return config.num_hidden_layers + 4
+    if family in T5_FAMILIES:
+        return config.num_layers
+    if family == "whisper":
+        return config.encoder_layers
+    if family in STAGE_FAMILIES:
+        return len(config.depths)
+    if family == "segformer":
+        return config.num_encoder_blocks - 1
+    if family == "cvt":
+        return len(config.depth) - 1
+    if family == "efficientnet":
+        return sum(math.ceil(config.depth_coefficient * repeats) for repeats in config.num_block_repeats)
+    return config.num_hidden_layers
+
+
+# Is hidden_states[-1] taken after the final norm? Pre-LN decoders apply it before recording the last entry; post-LN
+# encoders have no separate final norm. Verified against transformers by tests/test_extract.py.
+_LAST_AFTER_FINAL_NORM = {"gpt_neox": True, "bloom": True, "llama": True, "gpt2": True, "gptj": True, "falcon": True,
+                          "olmo": True, "bert": False, "roberta": False, "albert": False}
+
+
+def last_layer_after_final_norm(config) -> bool | None:
+    """Whether the last hidden state of this model family is post final norm; None for a family not checked."""
+    if config.model_type == "opt":  # OPT-350m is post-LN and has no final norm
+        return config.do_layer_norm_before and not config._remove_final_layer_norm
+    return _LAST_AFTER_FINAL_NORM.get(config.model_type)

@@ -1,0 +1,75 @@
+"""Loading a pinned checkpoint for extraction: its dtype and device, its weights in the pinned format only, and its
+placement when it does not fit on the GPU.
+"""
+
+import logging
+import pickle
+
+import torch
+from accelerate.utils import get_max_memory
+
+from shape_of_learning.extraction.families import model_class
+from shape_of_learning.models.checkpoints import Checkpoint, tokenizer_location
+
+logger = logging.getLogger(__name__)
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def load_preprocessor(entry: dict, checkpoint: Checkpoint, revision: str | None):
+    """What turns the entry's modality into model inputs: the tokenizer, image processor or feature extractor of the
+    checkpoint at its pinned `revision`, or of the entry's `tokenizer` (Bloom's intermediate repositories have none)."""
+    from transformers import AutoFeatureExtractor, AutoImageProcessor, AutoTokenizer
+
+    source = tokenizer_location(entry, checkpoint)
+    kind = {"text": AutoTokenizer, "image": AutoImageProcessor, "audio": AutoFeatureExtractor}[entry["modality"]]
+    return kind.from_pretrained(source, revision=revision if source == checkpoint.location else None,
+                                trust_remote_code=entry["trust_remote_code"])
+
+
+def device_and_dtype(dtype: str, device: str) -> tuple[str, torch.dtype]:
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if dtype == "auto":
+        if not device.startswith("cuda"):
+            return device, torch.float32
+        return device, torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be 'auto' or one of {sorted(DTYPES)}, got {dtype!r}")
+    return device, DTYPES[dtype]
+
+
+def load_model(location: str, revision: str | None, config, dtype: torch.dtype, device: str,
+                trust_remote_code: bool, weights_format: str = "safetensors", name: str = ""):
+    """The model in eval mode and the device its inputs go to, from the pinned weight format only."""
+    kwargs = dict(config=config, revision=revision, dtype=dtype, use_safetensors=weights_format == "safetensors",
+                  weights_only=True, trust_remote_code=trust_remote_code)
+    architecture = model_class(config)
+    if device.startswith("cuda"):
+        with torch.device("meta"):  # parameter count without allocating anything
+            weight_bytes = sum(p.numel() for p in architecture.from_config(config, trust_remote_code=trust_remote_code)
+                               .parameters()) * dtype.itemsize
+        index = torch.device(device).index or 0
+        free_bytes = torch.cuda.mem_get_info(index)[0]
+        if weight_bytes > 0.8 * free_bytes:  # leave room for activations
+            logger.info("%s: %.1f GB of weights vs %.1f GB free on %s; loading with device_map='auto'", location,
+                        weight_bytes / 1e9, free_bytes / 1e9, device)
+            # accelerate would fill the GPU with weights and leave no room for a batch's activations (seen on an
+            # H200: out of memory at batch size 1), so weights get 70% of the free memory and the rest goes to CPU
+            max_memory = get_max_memory() | {index: int(0.7 * free_bytes)}
+            model = _from_pretrained(architecture, location, name, device_map="auto", max_memory=max_memory, **kwargs)
+            return model, next(model.parameters()).device  # where the first module (the embeddings) was placed
+    return _from_pretrained(architecture, location, name, **kwargs).to(device), torch.device(device)
+
+
+def _from_pretrained(architecture, location: str, name: str, **kwargs):
+    try:
+        return architecture.from_pretrained(location, **kwargs).eval()
+    except pickle.UnpicklingError as error:
+        culprit = next((line.strip() for line in str(error).splitlines() if "Unsupported global" in line), "")
+        raise ValueError(
+            f"{name}: refused to load the PyTorch weights of {location}: the pickle holds objects other than tensors "
+            f"(code that would run on load; {culprit or 'torch says which in the log'}), which "
+            "torch.load(weights_only=True) does not execute. Nothing was run. Use safetensors weights "
+            "(`weights: safetensors`, or a revision that has them); the pipeline never loads pickles with "
+            "weights_only=False") from error

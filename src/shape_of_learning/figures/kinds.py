@@ -1,0 +1,91 @@
+"""Every kind of figure, declared once (`FIGURE_KINDS`), and a figure of the plan (`Figure`): its files, its report
+caption and its drawing. The workflow plans and draws every figure from these (one `plot_figure` rule).
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from shape_of_learning import paths
+from shape_of_learning.figures.modality import by_modality
+from shape_of_learning.figures.paper import (
+    anisotropy_by_layer,
+    id_across_checkpoints,
+    id_estimators,
+    profile_across_checkpoints,
+)
+from shape_of_learning.figures.style import estimator_settings
+
+REPORT_CAPTIONS = Path(__file__).resolve().parents[3] / "workflow" / "report"
+
+
+@dataclass(frozen=True)
+class FigureKind:
+    """A kind of figure, declared once: its plotting function, its report caption and label, its file names.
+
+    Its entry under `figures:` in the config (one schema entry, named as the function) gives one figure, or one per
+    item of a list, or with `per_model` one per entry of its `models` (drawn with `model=`). Files: `paths.figure`
+    of `stem`, formatted with the figure's arguments. The plotting function gets the entry's fields as keyword
+    arguments, and those of `duplicates`, `layer_average_over` and `groups` it takes, from the config
+    (`shape_of_learning.experiment.dag.plan`).
+    """
+
+    draw: Callable
+    caption: str  # under workflow/report/: a Jinja template, as every Snakemake report caption
+    label: str  # the report's "figure" column
+    stem: str
+    per_model: bool = False
+
+
+FIGURE_KINDS: dict[str, FigureKind] = {kind.draw.__name__: kind for kind in [
+    FigureKind(anisotropy_by_layer, "anisotropy_by_layer.rst", "1: anisotropy, encoders vs decoders",
+               "anisotropy_by_layer"),
+    FigureKind(profile_across_checkpoints, "profile_across_checkpoints.rst", "2-3: profile across checkpoints",
+               "profile_{model}_{metric}"),
+    FigureKind(id_across_checkpoints, "id_across_checkpoints.rst", "4: intrinsic dimension vs step",
+               "id_across_checkpoints"),
+    FigureKind(id_estimators, "id_estimators.rst", "5: three ID estimators", "id_estimators_{model}", per_model=True),
+    FigureKind(by_modality, "by_modality.rst", "Godey et al.: anisotropy by modality", "by_modality"),
+]}
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure of the plan: its file stem, its kind (a key of `FIGURE_KINDS`) and the keyword arguments of the
+    kind's plotting function."""
+
+    name: str
+    kind: str
+    arguments: dict  # models=/model= and metric=/metrics=, as the plotting function names them
+
+    @property
+    def outputs(self) -> list[str]:
+        """Its PNG and PDF, relative to the working directory."""
+        return [paths.figure(self.name, ext) for ext in paths.FIGURE_FORMATS]
+
+    @property
+    def models(self) -> list[str]:
+        return self.arguments["models"] if "models" in self.arguments else [self.arguments["model"]]
+
+    @property
+    def metrics(self) -> list[str]:
+        return self.arguments["metrics"] if "metrics" in self.arguments else [self.arguments["metric"]]
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """Its row in the report: the kind's label, and its model and its metric where it draws a single one."""
+        single = {key: self.arguments[key] for key in ("model", "metric") if key in self.arguments}
+        return {"figure": FIGURE_KINDS[self.kind].label, **single}
+
+    def caption(self, snakemake) -> str:
+        """The kind's caption (workflow/report/), rendered as Snakemake renders a report caption, with the settings of
+        the estimators it draws (`estimator_settings`)."""
+        import jinja2
+
+        template = (REPORT_CAPTIONS / FIGURE_KINDS[self.kind].caption).read_text()
+        settings = estimator_settings(self.metrics, snakemake.config["metrics"]["settings"])
+        return jinja2.Template(template, trim_blocks=True, lstrip_blocks=True).render(
+            snakemake=snakemake, estimator_settings=settings)
+
+    def draw(self, summary, png, pdf):
+        return FIGURE_KINDS[self.kind].draw(summary, out_png=png, out_pdf=pdf, **self.arguments)

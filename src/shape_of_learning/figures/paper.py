@@ -1,0 +1,154 @@
+"""The paper's figures (Razzhigaev et al., EACL 2024, Figures 1-5), drawn from the tidy summary table.
+
+Every function reads the summary (`shape_of_learning.metrics.tables.SUMMARY_COLUMNS`: one row per model,
+checkpoint, layer and metric with the mean and std of the metric over batches), writes a PNG and a PDF, and returns
+the matplotlib Figure. Lines are the summary's means and bands mean +- std across batches; no metric is recomputed
+here. Checkpoints whose weights are another checkpoint's (`identical_to`, `shared_files`: upstream publishing
+defects) are never drawn as a training state: `duplicates="omit"` leaves them out, `"mark"` draws them hollow and
+dashed; either way a footnote names them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from shape_of_learning.figures.rows import (
+    apply_duplicate_policy,
+    final_checkpoints,
+    layer_average,
+    layer_average_text,
+    select,
+    training_checkpoints,
+)
+from shape_of_learning.figures.style import (
+    footnote,
+    format_step,
+    integer_ticks,
+    metric_label,
+    new_figure,
+    palette,
+    plot_band,
+    save,
+    step_axis,
+)
+
+if TYPE_CHECKING:
+    import matplotlib.figure
+
+
+def anisotropy_by_layer(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, metric: str,
+                        models: Iterable[str] | None = None, duplicates: str) -> matplotlib.figure.Figure:
+    """Figure 1: `metric` per layer at each model's final checkpoint, encoders and decoders in two panels.
+
+    The final checkpoint is the one with the largest step (a model with a single checkpoint, e.g. step -1, uses it),
+    among checkpoints whose weights are their own unless `duplicates="mark"` (then a duplicate is drawn dashed).
+    x is the layer index (0 = embedding output), or the relative depth layer / num_layers when models of different
+    depth share a panel. One line per model, bands mean +- std across batches; y shared between panels.
+    """
+    rows, flagged = final_checkpoints(select(summary, [metric], models), duplicates)
+    kinds = [kind for kind in ("encoder", "decoder") if kind in set(rows["kind"])]
+    figure, axes = new_figure(len(kinds), 5.0, sharey=True)
+    colours = dict(zip(sorted(rows["model"].unique()), palette(rows["model"].nunique())))
+    for ax, kind in zip(axes, kinds):
+        panel = rows[rows["kind"] == kind]
+        relative = panel["num_layers"].nunique() > 1
+        for model, line in panel.groupby("model"):
+            x = line["layer"] / line["num_layers"] if relative else line["layer"]
+            label = f"{model} ({line['checkpoint'].iloc[0]})" if line["step"].iloc[0] >= 0 else model
+            dashed = bool(line.get("duplicate", pd.Series([False])).iloc[0])
+            plot_band(ax, x, line["mean"], line["std"], color=colours[model], label=label, marker="o", markersize=3,
+                      linestyle="--" if dashed else "-")
+        ax.set_title(f"{kind.capitalize()}s")
+        if not relative:
+            integer_ticks(ax.xaxis)
+        ax.set_xlabel("Relative depth (layer / number of layers)" if relative else "Layer (0 = embeddings)")
+        ax.legend(fontsize="small")
+    axes[0].set_ylabel(metric_label(metric))
+    figure.suptitle(f"{metric_label(metric)} across layers: " + ", ".join(sorted(rows["model"].unique())))
+    footnote(figure, rows, flagged, duplicates)
+    return save(figure, out_png, out_pdf)
+
+
+def profile_across_checkpoints(summary: pd.DataFrame, model: str, out_png: Path, out_pdf: Path, *,
+                               metric: str, duplicates: str) -> matplotlib.figure.Figure:
+    """Figures 2 and 3: `metric` per layer, one line per training checkpoint of `model`, coloured by step.
+
+    The colour scale is symmetric-log in the step (linear below 1, so step 0 has a colour), with a colourbar.
+    x is the layer index (0 = embedding output); bands mean +- std across batches. Step -1 checkpoints are skipped;
+    checkpoints whose weights are another's are left out, or dashed with `duplicates="mark"`.
+    """
+    import matplotlib.cm
+    import matplotlib.colors
+    import seaborn as sns
+
+    rows, flagged = apply_duplicate_policy(select(summary, [metric], [model]), duplicates)
+    rows = training_checkpoints(rows)
+    steps = sorted(rows["step"].unique())
+    norm = matplotlib.colors.SymLogNorm(linthresh=1, vmin=0, vmax=max(steps[-1], 1))
+    cmap = sns.color_palette("viridis", as_cmap=True)
+    figure, (ax,) = new_figure(1, 6.5, sharey=False)
+    for step, line in rows.groupby("step"):
+        dashed = bool(line.get("duplicate", pd.Series([False])).iloc[0])
+        plot_band(ax, line["layer"], line["mean"], line["std"], color=cmap(norm(step)),
+                  label=line["checkpoint"].iloc[0] + (" (duplicate)" if dashed else ""),
+                  linestyle="--" if dashed else "-")
+    colourbar = figure.colorbar(matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, label="Training step")
+    colourbar.ax.yaxis.set_major_formatter(format_step)
+    integer_ticks(ax.xaxis)
+    ax.set_xlabel("Layer (0 = embeddings)")
+    ax.set_ylabel(metric_label(metric))
+    ax.set_title(f"{model}: {metric_label(metric)} across layers during training")
+    footnote(figure, rows, flagged, duplicates)
+    return save(figure, out_png, out_pdf)
+
+
+def id_across_checkpoints(summary: pd.DataFrame, models: Iterable[str], out_png: Path, out_pdf: Path, *,
+                          metric: str, duplicates: str, layer_average_over: dict) -> matplotlib.figure.Figure:
+    """Figure 4: intrinsic dimension averaged over layers vs training step, one line per model.
+
+    The line is the mean over layers (`layer_average_over`: the config's figures.layer_average, {embedding,
+    final_norm}; see `layer_average`) of the per-layer mean; the band is +- the mean over layers of the per-layer std
+    across batches (the typical batch-to-batch spread of one layer, not the spread between layers). x is symlog
+    (linear below 1) so step 0 is shown. Step -1 checkpoints are skipped; checkpoints whose weights are another's
+    are left out, or drawn as hollow markers with `duplicates="mark"`.
+    """
+    rows, flagged = apply_duplicate_policy(select(summary, [metric], models), duplicates)
+    averages = layer_average(training_checkpoints(rows), **layer_average_over)
+    figure, (ax,) = new_figure(1, 6.5, sharey=False)
+    colours = palette(averages["model"].nunique())
+    for colour, (model, line) in zip(colours, averages.groupby("model")):
+        plot_band(ax, line["step"], line["mean"], line["std"], hollow=line.get("duplicate"), color=colour,
+                  label=model, marker="o", markersize=3)
+    step_axis(ax)
+    ax.set_ylabel(f"{metric_label(metric)}, mean over layers")
+    ax.set_title(f"{metric_label(metric)} during training: " + ", ".join(averages["model"].unique()))
+    ax.legend(fontsize="small")
+    footnote(figure, rows, flagged, duplicates, layer_average_text(**layer_average_over))
+    return save(figure, out_png, out_pdf)
+
+
+def id_estimators(summary: pd.DataFrame, model: str, out_png: Path, out_pdf: Path, *,
+                  metrics: Iterable[str], duplicates: str, layer_average_over: dict) -> matplotlib.figure.Figure:
+    """Figure 5: the layer-averaged intrinsic dimension of `model` vs training step, one panel per estimator.
+
+    Line, band, layer average and duplicates as in `id_across_checkpoints`; each panel has its own y scale (the
+    estimators differ in level, the figure compares their shapes).
+    """
+    metrics = list(metrics)
+    rows, flagged = apply_duplicate_policy(select(summary, metrics, [model]), duplicates)
+    averages = layer_average(training_checkpoints(rows), **layer_average_over)
+    figure, axes = new_figure(len(metrics), 4.3, sharey=False)
+    for ax, colour, metric in zip(axes, palette(len(metrics)), metrics):
+        line = averages[averages["metric"] == metric]
+        plot_band(ax, line["step"], line["mean"], line["std"], hollow=line.get("duplicate"), color=colour,
+                  label=metric, marker="o", markersize=3)
+        step_axis(ax)
+        ax.set_title(metric_label(metric))
+    axes[0].set_ylabel("Intrinsic dimension, mean over layers")
+    figure.suptitle(f"{model}: intrinsic dimension estimators during training")
+    footnote(figure, rows, flagged, duplicates, layer_average_text(**layer_average_over))
+    return save(figure, out_png, out_pdf)

@@ -1,0 +1,124 @@
+"""Which rows of the summary table a figure draws: the model and metric selected and checked, checkpoints whose
+weights are another's left out or marked, the final or the training checkpoints, the mean over layers.
+
+Nothing here draws or imports matplotlib: these are the figures' data decisions, each stated once.
+"""
+
+import logging
+from collections.abc import Iterable
+
+import pandas as pd
+
+from shape_of_learning.metrics.tables import SUMMARY_COLUMNS
+
+logger = logging.getLogger(__name__)
+
+DUPLICATE_POLICIES = ("omit", "mark")
+
+
+def select(summary: pd.DataFrame, metrics: Iterable[str], models: Iterable[str] | None = None) -> pd.DataFrame:
+    """The summary rows of `metrics` (and of `models`, default all), checked: every requested model has every
+    requested metric and no (model, checkpoint, layer, metric) appears twice. Sorted by model, step, layer."""
+    if missing := [column for column in SUMMARY_COLUMNS if column not in summary.columns]:
+        raise ValueError(f"summary lacks column(s) {missing}; a summary table has {SUMMARY_COLUMNS}")
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    available_metrics = sorted(summary["metric"].unique())
+    if missing := [metric for metric in metrics if metric not in available_metrics]:
+        raise ValueError(f"metric(s) {missing} not in the summary; available metrics: {available_metrics}")
+    available_models = sorted(summary["model"].unique())
+    models = available_models if models is None else [models] if isinstance(models, str) else list(models)
+    if missing := [model for model in models if model not in available_models]:
+        raise ValueError(f"model(s) {missing} not in the summary; available models: {available_models}")
+    rows = summary[summary["metric"].isin(metrics) & summary["model"].isin(models)]
+    present = set(zip(rows["model"], rows["metric"]))
+    if missing := [f"{model}/{metric}" for model in models for metric in metrics if (model, metric) not in present]:
+        has = {model: sorted(summary.loc[summary["model"] == model, "metric"].unique()) for model in models}
+        raise ValueError(f"no summary rows for model/metric {missing}; metrics per model: {has}")
+    key = ["model", "checkpoint", "layer", "metric"]
+    if not (duplicated := rows[rows.duplicated(key, keep=False)]).empty:
+        raise ValueError(f"summary has repeated {key} rows, e.g. {duplicated[key].head(3).to_dict('records')}; "
+                         "summarise each checkpoint once")
+    return rows.sort_values(["model", "step", "checkpoint", "layer"], ignore_index=True)
+
+
+def apply_duplicate_policy(rows: pd.DataFrame, policy: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Rows without the checkpoints whose weights are another's (`omit`), or all rows with a boolean `duplicate`
+    column (`mark`); and the flagged checkpoints (model, checkpoint, step, reason) for the footnote."""
+    if policy not in DUPLICATE_POLICIES:
+        raise ValueError(f"duplicates must be one of {DUPLICATE_POLICIES}, got {policy!r}")
+    is_flagged = rows["identical_to"].notna() | rows["shared_files"].notna()
+    flagged = rows[is_flagged].drop_duplicates(["model", "checkpoint"])[["model", "checkpoint", "step"]].assign(
+        reason=[f"same weights as {same}" if pd.notna(same) else f"shares {shared}" for same, shared in
+                rows[is_flagged].drop_duplicates(["model", "checkpoint"])[["identical_to", "shared_files"]].values])
+    if policy == "omit" and (gone := sorted(set(rows["model"]) - set(rows.loc[~is_flagged, "model"]))):
+        raise ValueError(f"every checkpoint of {gone} has another checkpoint's weights ({describe(flagged)}); "
+                         "nothing is left to draw: set `figures.duplicates: mark` to draw them marked, or pick other "
+                         "checkpoints")
+    if len(flagged):
+        logger.warning("checkpoints with another checkpoint's weights, %s: %s",
+                       "left out" if policy == "omit" else "marked", describe(flagged))
+    return (rows[~is_flagged] if policy == "omit" else rows.assign(duplicate=is_flagged)), flagged
+
+
+def describe(flagged: pd.DataFrame) -> str:
+    return "; ".join(f"{m}/{c} ({reason})" for m, c, reason in flagged[["model", "checkpoint", "reason"]].values)
+
+
+def dtype_text(rows: pd.DataFrame) -> str:
+    """The dtype of the forward passes behind `rows`, as the manifests recorded it (`extraction.dtype: auto` is
+    bfloat16 on CUDA and float32 on CPU): "Forward passes in float32", or per dtype the models that used it."""
+    models = rows.groupby("dtype")["model"].unique()
+    if len(models) == 1:
+        return f"Forward passes in {models.index[0]}."
+    return "Forward passes in " + "; ".join(f"{dtype} ({', '.join(sorted(names))})" for dtype, names in
+                                            models.items()) + "."
+
+
+def training_checkpoints(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows of training checkpoints (step >= 0), each step naming one checkpoint per model; step -1 is dropped."""
+    if not (skipped := rows.loc[rows["step"] < 0, ["model", "checkpoint"]].drop_duplicates()).empty:
+        logger.warning("skipping checkpoints without a training step (step -1): %s", skipped.to_dict("records"))
+    rows = rows[rows["step"] >= 0]
+    if missing := sorted(set(skipped["model"]) - set(rows["model"])):
+        raise ValueError(f"model(s) {missing} have no training checkpoints (step >= 0) to plot against step")
+    names_per_step = rows.groupby(["model", "step"])["checkpoint"].nunique()
+    if (ambiguous := names_per_step[names_per_step > 1]).size:
+        raise ValueError(f"several checkpoints share a (model, step): {ambiguous.index.tolist()}")
+    return rows
+
+
+def layer_average(rows: pd.DataFrame, embedding: bool, final_norm: bool) -> pd.DataFrame:
+    """Per (model, metric, step): the mean over layers of the per-layer mean and of the per-layer std.
+
+    Layers 0..num_layers, less layer 0 (the embedding output) unless `embedding`, and less a last layer taken after
+    the final norm (pre-LN decoders) unless `final_norm`. A `duplicate` column, where present, is kept.
+    """
+    per_checkpoint = rows.groupby(["model", "metric", "step"]).agg(
+        layers=("layer", "nunique"), num_layers=("num_layers", "first"))
+    if not (incomplete := per_checkpoint[per_checkpoint["layers"] != per_checkpoint["num_layers"] + 1]).empty:
+        raise ValueError("a layer average needs every layer 0..num_layers; incomplete (model, metric, step): "
+                         f"{incomplete.index.tolist()}")
+    keep = (rows["layer"] > 0) | embedding
+    keep &= ~rows["after_final_norm"] | final_norm
+    rows = rows[keep]
+    keys = ["model", "metric", "step", *(["duplicate"] if "duplicate" in rows else [])]
+    return rows.groupby(keys, as_index=False)[["mean", "std"]].mean()
+
+
+def layer_average_text(embedding: bool, final_norm: bool) -> str:
+    return (f"Mean over layers {'0 (embeddings)' if embedding else '1'}..L, the last layer "
+            f"{'included' if final_norm else 'left out'} where it follows the final norm.")
+
+
+def final_checkpoints(rows: pd.DataFrame, duplicates: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Each model's rows at its final checkpoint: the largest step (a single checkpoint, e.g. step -1, is final),
+    among checkpoints whose weights are their own unless `duplicates="mark"`; and the flagged checkpoints that matter
+    for the footnote: those that would otherwise be (omit) or are (mark) a model's final one."""
+    rows, flagged = apply_duplicate_policy(rows, duplicates)
+    rows = rows[rows["step"] == rows.groupby("model")["step"].transform("max")]
+    names_per_model = rows.groupby("model")["checkpoint"].nunique()
+    if (ambiguous := names_per_model[names_per_model > 1]).size:
+        raise ValueError(f"model(s) {ambiguous.index.tolist()} have several checkpoints at their largest step; "
+                         "pass one checkpoint per model")
+    final_steps = rows.groupby("model")["step"].max()
+    return rows, flagged[[step >= final_steps.get(model, -1) for model, step in flagged[["model", "step"]].values]]

@@ -1,0 +1,28 @@
+# Extraction: one job per (model, checkpoint); one forward pass writes one Parquet shard per layer.
+
+
+rule extract_hidden_states:
+    input:
+        corpus=model_corpus,
+        pin=paths.lock(),
+        trained=trained_model_dir,
+    output:
+        shards=shards_dir(directory(paths.shards())),
+        manifest=paths.manifest(),
+    params:
+        checkpoint=lambda wildcards: EXPERIMENT.checkpoint(wildcards.model, wildcards.checkpoint),
+        entry=lambda wildcards: result_settings(model_entry(wildcards), "models.*"),
+        extraction=result_settings(config["extraction"], "extraction"),
+        tokens=EXPERIMENT.tokens_per_layer,
+    threads: 1  # a workstation's; profiles/slurm sets a cluster's (set-threads)
+    resources:
+        gpu=1,  # one accelerator (or CPU slot): profiles/default lets one such job run at a time on a workstation
+    retries: 2  # downloads the weights from the Hub
+    log:
+        paths.log("extract_hidden_states", "{model}/{checkpoint}"),
+    benchmark:
+        paths.benchmark("extract_hidden_states", "{model}/{checkpoint}")
+    conda:
+        ENV
+    script:
+        "../scripts/extract_hidden_states.py"

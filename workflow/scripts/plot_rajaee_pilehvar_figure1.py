@@ -1,0 +1,7 @@
+from shape_of_learning.finetuning import figures
+from shape_of_learning.logs import job_logging
+
+with job_logging(snakemake):
+    analyses = snakemake.params.analyses
+    figures.isotropy_by_layer(figures.labelled(snakemake.input, analyses), snakemake.output.png,
+                              snakemake.output.pdf, dataset=analyses[0].reference)
