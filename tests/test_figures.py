@@ -3,13 +3,13 @@
 from pathlib import Path
 from types import SimpleNamespace
 
+import jinja2
 import numpy as np
 import pandas as pd
 import pytest
 
 from shape_of_learning.experiment.config import load_config, schemas
 from shape_of_learning.experiment.dag import plan
-from shape_of_learning.figures import kinds
 from shape_of_learning.figures import paper as figures
 from shape_of_learning.figures.kinds import FIGURE_KINDS, Figure
 
@@ -209,11 +209,10 @@ def test_layer_average_can_leave_out_the_embedding_and_final_norm_layers(summary
     assert "Mean over layers 1..L, the last layer left out" in footnote_text(figure)
 
 
-def test_every_figure_kind_has_one_schema_entry_and_a_caption():
+def test_every_figure_kind_has_one_schema_entry():
     entries = set(schemas()["config.schema.yaml"]["properties"]["figures"]["properties"]) - {"duplicates",
                                                                                                "layer_average"}
     assert set(FIGURE_KINDS) == entries
-    assert all((kinds.REPORT_CAPTIONS / spec.caption).is_file() for spec in FIGURE_KINDS.values())
 
 
 def test_plan_names_every_figure_of_the_demo_and_its_files_arguments_and_labels():
@@ -237,13 +236,29 @@ def test_plan_names_every_figure_of_the_demo_and_its_files_arguments_and_labels(
     assert "layer_average_over" not in experiment.figure("anisotropy_by_layer").arguments
 
 
-def test_a_figure_draws_with_its_kind_and_renders_its_kinds_caption(summary, tmp_path):
+def caption(figure: Figure, config: dict) -> str:
+    """workflow/report/figure.rst rendered for `figure` as Snakemake's report renders a caption."""
+    environment = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
+    template = environment.from_string((REPO / "workflow/report/figure.rst").read_text())
+    return " ".join(template.render(snakemake=SimpleNamespace(params=SimpleNamespace(figure=figure),
+                                                              config=config)).split())
+
+
+def test_a_figure_draws_with_its_kind_and_its_caption_says_what_it_shows(summary, tmp_path):
     arguments = {**FIGURE_5, "model": "dec4", "metrics": ["id_twonn", "id_mada"]}
     figure = Figure("id_estimators_dec4", "id_estimators", arguments)
     assert [ax.get_title() for ax in figure.draw(summary, *outputs(tmp_path, "f5")).axes] == [
         "Intrinsic dimension (TwoNN)", "Intrinsic dimension (MADA)"]
     assert_written(tmp_path, "f5")
     config = load_config(REPO / "presets/demo.yaml")
-    figure = plan(config).figure("profile_demo-bert_anisotropy")
-    caption = figure.caption(SimpleNamespace(params=SimpleNamespace(figure=figure), config=config))
-    assert "anisotropy of every layer of ``demo-bert``" in caption and "2 batches of 2048 vectors" in caption
+    config["metrics"]["settings"] = {"id_mada": {"k": 10}}
+    text = caption(figure, config)
+    assert text.startswith("Figure 5 of the paper: the layer-averaged intrinsic dimension of one model against "
+                           "training step, one panel per estimator")
+    assert "Models: dec4; metrics: id_twonn, id_mada. Bands: mean +- std over 2 shuffled batches of 2048" in text
+    assert "Layer average: layers 0 (embedding output) to L, the last layer included where it follows the final" in text
+    assert "Estimator settings (``metrics.settings``; defaults: scikit-dimension's): TwoNN: discard_fraction " \
+           "0.1; MADA: k 10." in text
+    text = caption(plan(config).figure("anisotropy_by_layer"), config)
+    assert "a bell shape, peaking in the middle layers, for decoders" in text and "Layer average" not in text
+    assert "Estimator settings" not in text and "are left out (``figures.duplicates: omit``)" in text

@@ -86,6 +86,7 @@ rule tabulate_rajaee_pilehvar:
                     category="Rajaee & Pilehvar", labels={"table": "1-2: settings, ours beside the paper's"}),
     params:
         analyses=EXPERIMENT.analyses,
+        pairs=EXPERIMENT.pairs,  # for the caption
     localrule: True
     log:
         paths.log("tabulate_rajaee_pilehvar"),

@@ -1,10 +1,14 @@
 """Every kind of figure, declared once (`FIGURE_KINDS`), and a figure of the plan (`Figure`): its files, its report
 caption and its drawing. The workflow plans and draws every figure from these (one `plot_figure` rule).
+
+A figure's report caption (workflow/report/figure.rst) opens with the first paragraph of its plotting function's
+docstring, written for a reader of the report (what the figure shows, what the paper found), and adds what every
+figure shares: models, batches, layer average, estimator settings, duplicates, dtype.
 """
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from shape_of_learning import paths
 from shape_of_learning.figures.modality import by_modality
@@ -16,12 +20,11 @@ from shape_of_learning.figures.paper import (
 )
 from shape_of_learning.figures.style import estimator_settings
 
-REPORT_CAPTIONS = Path(__file__).resolve().parents[3] / "workflow" / "report"
-
 
 @dataclass(frozen=True)
 class FigureKind:
-    """A kind of figure, declared once: its plotting function, its report caption and label, its file names.
+    """A kind of figure, declared once: its plotting function (whose docstring opens its caption), its report label,
+    its file names.
 
     Its entry under `figures:` in the config (one schema entry, named as the function) gives one figure, or one per
     item of a list, or with `per_model` one per entry of its `models` (drawn with `model=`). Files: `paths.figure`
@@ -31,21 +34,17 @@ class FigureKind:
     """
 
     draw: Callable
-    caption: str  # under workflow/report/: a Jinja template, as every Snakemake report caption
     label: str  # the report's "figure" column
     stem: str
     per_model: bool = False
 
 
 FIGURE_KINDS: dict[str, FigureKind] = {kind.draw.__name__: kind for kind in [
-    FigureKind(anisotropy_by_layer, "anisotropy_by_layer.rst", "1: anisotropy, encoders vs decoders",
-               "anisotropy_by_layer"),
-    FigureKind(profile_across_checkpoints, "profile_across_checkpoints.rst", "2-3: profile across checkpoints",
-               "profile_{model}_{metric}"),
-    FigureKind(id_across_checkpoints, "id_across_checkpoints.rst", "4: intrinsic dimension vs step",
-               "id_across_checkpoints"),
-    FigureKind(id_estimators, "id_estimators.rst", "5: three ID estimators", "id_estimators_{model}", per_model=True),
-    FigureKind(by_modality, "by_modality.rst", "Godey et al.: anisotropy by modality", "by_modality"),
+    FigureKind(anisotropy_by_layer, "1: anisotropy, encoders vs decoders", "anisotropy_by_layer"),
+    FigureKind(profile_across_checkpoints, "2-3: profile across checkpoints", "profile_{model}_{metric}"),
+    FigureKind(id_across_checkpoints, "4: intrinsic dimension vs step", "id_across_checkpoints"),
+    FigureKind(id_estimators, "5: three ID estimators", "id_estimators_{model}", per_model=True),
+    FigureKind(by_modality, "Godey et al.: anisotropy by modality", "by_modality"),
 ]}
 
 
@@ -77,15 +76,14 @@ class Figure:
         single = {key: self.arguments[key] for key in ("model", "metric") if key in self.arguments}
         return {"figure": FIGURE_KINDS[self.kind].label, **single}
 
-    def caption(self, snakemake) -> str:
-        """The kind's caption (workflow/report/), rendered as Snakemake renders a report caption, with the settings of
-        the estimators it draws (`estimator_settings`)."""
-        import jinja2
+    @property
+    def description(self) -> str:
+        """What the figure shows and what the paper found: the first paragraph of its plotting function's docstring."""
+        return " ".join(inspect.getdoc(FIGURE_KINDS[self.kind].draw).split("\n\n")[0].split())
 
-        template = (REPORT_CAPTIONS / FIGURE_KINDS[self.kind].caption).read_text()
-        settings = estimator_settings(self.metrics, snakemake.config["metrics"]["settings"])
-        return jinja2.Template(template, trim_blocks=True, lstrip_blocks=True).render(
-            snakemake=snakemake, estimator_settings=settings)
+    def estimator_settings(self, config: dict) -> str:
+        """The settings its metrics ran with (`style.estimator_settings`); empty where none has a setting."""
+        return estimator_settings(self.metrics, config["metrics"]["settings"])
 
     def draw(self, summary, png, pdf):
         return FIGURE_KINDS[self.kind].draw(summary, out_png=png, out_pdf=pdf, **self.arguments)

@@ -29,13 +29,15 @@ def model_group(entry: dict) -> dict:
 
 def by_modality(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, groups: dict[str, dict],
                 metric: str, models: Iterable[str] | None = None, duplicates: str) -> matplotlib.figure.Figure:
-    """Godey et al. (2023): `metric` per relative depth (layer / num_layers) at each model's final checkpoint, one
-    panel per modality (text, image, audio), one line per model.
+    """Godey et al. (2023), "Is Anisotropy Inherent to Transformers?": a metric per relative depth (0 = embedding
+    output or first stage, 1 = last block or stage) at each model's final checkpoint, one panel per modality. Line
+    style: transformers solid, CNNs dashed; subword text models solid, character-level dashed, byte-level dotted. The
+    paper finds high average cosine in transformers of every modality, character- and byte-level ones included, and
+    not in CNNs.
 
-    `groups` maps each model to ``{"modality": ..., "group": ...}`` (`model_group`): the
-    line style tells transformers (solid) from CNNs (dashed), and subword (solid) from character- (dashed) and
-    byte-level (dotted) text models. Bands mean +- std across batches; y shared between panels. The final checkpoint
-    is chosen among those whose weights are their own, as in `anisotropy_by_layer`.
+    `groups` maps each model to ``{"modality": ..., "group": ...}`` (`model_group`), which sets its panel and line
+    style. Bands mean +- std across batches; y shared between panels. The final checkpoint is chosen among those whose
+    weights are their own, as in `anisotropy_by_layer`.
     """
     rows, flagged = final_checkpoints(select(summary, [metric], models), duplicates)
     if missing := sorted(set(rows["model"]) - set(groups)):

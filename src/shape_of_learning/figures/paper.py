@@ -42,12 +42,14 @@ if TYPE_CHECKING:
 
 def anisotropy_by_layer(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, metric: str,
                         models: Iterable[str] | None = None, duplicates: str) -> matplotlib.figure.Figure:
-    """Figure 1: `metric` per layer at each model's final checkpoint, encoders and decoders in two panels.
+    """Figure 1 of the paper: a metric of every layer at each model's final checkpoint, encoders and decoders in two
+    panels; x is the layer index (0 = embedding output), or the relative depth layer / number of layers in a panel
+    whose models differ in depth. The paper finds flat profiles for encoders and a bell shape, peaking in the middle
+    layers, for decoders.
 
     The final checkpoint is the one with the largest step (a model with a single checkpoint, e.g. step -1, uses it),
     among checkpoints whose weights are their own unless `duplicates="mark"` (then a duplicate is drawn dashed).
-    x is the layer index (0 = embedding output), or the relative depth layer / num_layers when models of different
-    depth share a panel. One line per model, bands mean +- std across batches; y shared between panels.
+    One line per model, bands mean +- std across batches; y shared between panels.
     """
     rows, flagged = final_checkpoints(select(summary, [metric], models), duplicates)
     kinds = [kind for kind in ("encoder", "decoder") if kind in set(rows["kind"])]
@@ -75,7 +77,8 @@ def anisotropy_by_layer(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, 
 
 def profile_across_checkpoints(summary: pd.DataFrame, model: str, out_png: Path, out_pdf: Path, *,
                                metric: str, duplicates: str) -> matplotlib.figure.Figure:
-    """Figures 2 and 3: `metric` per layer, one line per training checkpoint of `model`, coloured by step.
+    """Figures 2 and 3 of the paper: a metric of every layer of one model, one line per training checkpoint,
+    coloured by training step. The paper finds anisotropy growing during training, then stabilising.
 
     The colour scale is symmetric-log in the step (linear below 1, so step 0 has a colour), with a colourbar.
     x is the layer index (0 = embedding output); bands mean +- std across batches. Step -1 checkpoints are skipped;
@@ -108,7 +111,9 @@ def profile_across_checkpoints(summary: pd.DataFrame, model: str, out_png: Path,
 
 def id_across_checkpoints(summary: pd.DataFrame, models: Iterable[str], out_png: Path, out_pdf: Path, *,
                           metric: str, duplicates: str, layer_average_over: dict) -> matplotlib.figure.Figure:
-    """Figure 4: intrinsic dimension averaged over layers vs training step, one line per model.
+    """Figure 4 of the paper: the intrinsic dimension averaged over layers against training step, one line per
+    model. The paper finds a rise early in training followed by a decline. Estimates from a few thousand vectors per
+    batch underestimate high dimensions: compare models and steps, not absolute values.
 
     The line is the mean over layers (`layer_average_over`: the config's figures.layer_average, {embedding,
     final_norm}; see `layer_average`) of the per-layer mean; the band is +- the mean over layers of the per-layer std
@@ -133,7 +138,9 @@ def id_across_checkpoints(summary: pd.DataFrame, models: Iterable[str], out_png:
 
 def id_estimators(summary: pd.DataFrame, model: str, out_png: Path, out_pdf: Path, *,
                   metrics: Iterable[str], duplicates: str, layer_average_over: dict) -> matplotlib.figure.Figure:
-    """Figure 5: the layer-averaged intrinsic dimension of `model` vs training step, one panel per estimator.
+    """Figure 5 of the paper: the layer-averaged intrinsic dimension of one model against training step, one panel per
+    estimator (one exact k-nearest-neighbour search per batch feeds all of them). The paper reports that the
+    estimators correlate.
 
     Line, band, layer average and duplicates as in `id_across_checkpoints`; each panel has its own y scale (the
     estimators differ in level, the figure compares their shapes).
