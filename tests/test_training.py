@@ -121,6 +121,18 @@ def test_learning_rate_warms_up_then_decays_to_the_floor():
     assert rates[0] == pytest.approx(0.1) and rates[9] == pytest.approx(1.0)
     assert max(rates) == pytest.approx(1.0) and rates[100] == pytest.approx(0.1)
     assert all(a >= b for a, b in zip(rates[9:], rates[10:]))
+    neox = training.Hyperparameters(lr=1.0, warmup_fraction=0.1, min_lr_fraction=0.1, zero_first_update=True)
+    assert [training.learning_rate(step, 100, neox) for step in (0, 1, 9)] == pytest.approx([0.0, 0.1, 0.9])
+
+
+def test_a_zero_first_update_saves_step1_byte_identical_to_step0_as_gpt_neox_does(corpus, tmp_path):
+    """Pythia's step0 and step1 are one model (gpt-neox#1373): with zero_first_update the first update is at rate 0."""
+    small = {**TINY, "batch_size": 4}
+    step0, step1, step2 = training.train("gpt_neox", corpus, tmp_path, [0, 1, 2], zero_first_update=True, **small)
+    assert (step0 / "model.safetensors").read_bytes() == (step1 / "model.safetensors").read_bytes()
+    assert (step1 / "model.safetensors").read_bytes() != (step2 / "model.safetensors").read_bytes()
+    plain = training.train("gpt_neox", corpus, tmp_path / "plain", [0, 1], **small)
+    assert (plain[0] / "model.safetensors").read_bytes() != (plain[1] / "model.safetensors").read_bytes()
 
 
 @pytest.mark.parametrize("kwargs, error, message", [

@@ -64,6 +64,9 @@ class Hyperparameters:
     grad_clip: float = 1.0
     dropout: float = 0.0  # Pythia trains without dropout
     mask_probability: float = 0.15  # BERT only: fraction of bytes chosen for prediction
+    # gpt-neox's and Megatron-DeepSpeed's warmup gives the first update learning rate 0, so Pythia's step1 is its
+    # step0 (EleutherAI/gpt-neox#1373, pythia#83): True reproduces that, for tests of such series
+    zero_first_update: bool = False
     image_size: int = 32  # images only: side after resizing (digits are 8 x 8)
     patch_size: int = 4  # ViT only: (image_size / patch_size)^2 patches
     log_every: int = 10
@@ -181,10 +184,13 @@ def sample_batch(arch, corpus_ids, tokenizer, hp, generator) -> dict[str, torch.
 
 
 def learning_rate(step: int, total_steps: int, hp: Hyperparameters) -> float:
-    """Linear warmup to hp.lr, then cosine decay to hp.lr * hp.min_lr_fraction at total_steps."""
+    """Linear warmup to hp.lr, then cosine decay to hp.lr * hp.min_lr_fraction at total_steps (`step` counts from 0).
+
+    Warmup gives update `step` the rate hp.lr * (step + 1) / warmup, or with `zero_first_update` gpt-neox's
+    hp.lr * step / warmup, whose first update (step 0) changes nothing."""
     warmup = math.ceil(hp.warmup_fraction * total_steps)
     if step < warmup:
-        return hp.lr * (step + 1) / warmup
+        return hp.lr * (step + (0 if hp.zero_first_update else 1)) / warmup
     progress = (step - warmup) / max(1, total_steps - warmup)
     return hp.lr * (hp.min_lr_fraction + (1 - hp.min_lr_fraction) * 0.5 * (1 + math.cos(math.pi * progress)))
 
