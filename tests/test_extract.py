@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+import safetensors.torch
 import torch
 import transformers
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
@@ -16,6 +17,7 @@ from shape_of_learning.experiment.config import validate_model_entry
 from shape_of_learning.extraction import hidden_states as extract_module
 from shape_of_learning.extraction.families import last_layer_after_final_norm
 from shape_of_learning.extraction.hidden_states import extract
+from shape_of_learning.extraction.loss import NextTokenLoss
 from shape_of_learning.extraction.shards import METADATA_KEY, ShardWriter, read_shard, write_shard
 from shape_of_learning.models.checkpoints import checkpoints
 
@@ -190,7 +192,7 @@ def test_pin_of_another_checkpoint_is_refused(saved_models, tmp_path):
 
 
 def test_failure_midway_leaves_no_shard(saved_models, tmp_path, monkeypatch):
-    forward = extract_module._hidden_states
+    forward = extract_module._forward
     calls = []
 
     def fails_on_second_batch(*args):
@@ -199,7 +201,7 @@ def test_failure_midway_leaves_no_shard(saved_models, tmp_path, monkeypatch):
             raise RuntimeError("simulated crash")
         return forward(*args)
 
-    monkeypatch.setattr(extract_module, "_hidden_states", fails_on_second_batch)
+    monkeypatch.setattr(extract_module, "_forward", fails_on_second_batch)
     with pytest.raises(RuntimeError, match="simulated crash"):
         run({**saved_models["gpt_neox"], "batch_size": 2}, tmp_path)
     assert list(tmp_path.iterdir()) == []
@@ -208,7 +210,7 @@ def test_failure_midway_leaves_no_shard(saved_models, tmp_path, monkeypatch):
 def test_cuda_out_of_memory_halves_the_batch(saved_models, tmp_path, monkeypatch, caplog):
     entry = saved_models["llama"]
     expected = run(entry, tmp_path / "plain", store_dtype="float32")
-    forward = extract_module._hidden_states
+    forward = extract_module._forward
     calls = []
 
     def out_of_memory_once(model, inputs):
@@ -217,7 +219,7 @@ def test_cuda_out_of_memory_halves_the_batch(saved_models, tmp_path, monkeypatch
             raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated)")
         return forward(model, inputs)
 
-    monkeypatch.setattr(extract_module, "_hidden_states", out_of_memory_once)
+    monkeypatch.setattr(extract_module, "_forward", out_of_memory_once)
     with caplog.at_level(logging.WARNING):
         manifest = run(entry, tmp_path / "halved", store_dtype="float32")
     assert calls[:2] == [4, 2] and manifest["batch_size"] == 2 and expected["batch_size"] == 4
@@ -231,7 +233,7 @@ def test_out_of_memory_at_batch_size_one_is_raised(saved_models, tmp_path, monke
     def always_out_of_memory(*args):
         raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated)")
 
-    monkeypatch.setattr(extract_module, "_hidden_states", always_out_of_memory)
+    monkeypatch.setattr(extract_module, "_forward", always_out_of_memory)
     with pytest.raises(torch.cuda.OutOfMemoryError):
         run({**saved_models["gpt2"], "batch_size": 1}, tmp_path)
     assert list(tmp_path.iterdir()) == []
@@ -244,6 +246,115 @@ def test_real_minilm_from_its_package(tmp_path):
     vectors, metadata = read_shard(tmp_path / "layer_6.parquet")
     assert vectors.shape == (50, 384) and vectors.dtype == np.float32 and metadata["family"] == "bert"
     assert manifest["hidden_size"] == 384 and manifest["last_layer_after_final_norm"] is False
+
+
+LOSS = {"tokens": 10, "mask_probability": 0.3, "seed": 0}  # of run()'s 40 tokens: every 4th
+
+
+def with_head(entry, directory: Path) -> dict:
+    """The tiny model of `entry` saved again with its language-model head (a decoder's next-token head, an encoder's
+    masked-LM head), as real checkpoints are."""
+    head = transformers.AutoModelForCausalLM if entry["kind"] == "decoder" else transformers.AutoModelForMaskedLM
+    torch.manual_seed(1)
+    model = head.from_pretrained(entry["path"])  # the saved body, a random head
+    model.save_pretrained(directory)
+    transformers.AutoTokenizer.from_pretrained(entry["path"]).save_pretrained(directory)
+    return {**entry, "path": str(directory)}
+
+
+@pytest.mark.parametrize("family", [family for family, (_, kind) in FAMILIES.items() if kind != "wordpiece"])
+def test_a_decoder_s_loss_is_its_next_token_loss_window_by_window_and_leaves_the_hidden_states_alone(
+        saved_models, family, tmp_path):
+    entry = with_head(saved_models[family], tmp_path / "model")
+    manifest = run(entry, tmp_path / "loss", store_dtype="float32", loss=LOSS)
+    plain = run(entry, tmp_path / "plain", store_dtype="float32")
+    for layer in range(entry["layers"] + 1):  # the head adds nothing to the hidden states
+        np.testing.assert_array_equal(read_shard(tmp_path / "loss" / f"layer_{layer}.parquet")[0],
+                                      read_shard(tmp_path / "plain" / f"layer_{layer}.parquet")[0])
+    # each window alone, unpadded, through the model's own head: every 4th of the 40 kept tokens, in the order they
+    # are stored, predicted from its prefix (a window's first token has none)
+    model = transformers.AutoModelForCausalLM.from_pretrained(entry["path"]).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(entry["path"])
+    kept = []
+    for text in WINDOWS:
+        encoded = tokenizer(text, truncation=True, max_length=entry["max_length"], return_special_tokens_mask=True)
+        ids = torch.tensor([encoded["input_ids"]])
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits[0]
+        kept += [torch.nn.functional.cross_entropy(logits[position - 1], ids[0, position]).item() if position else None
+                 for position, special in enumerate(encoded["special_tokens_mask"]) if not special]
+    losses = [loss for index, loss in enumerate(kept[:40]) if index % 4 == 0 and loss is not None][:10]
+    assert manifest["loss"]["kind"] == "next-token" and manifest["loss"]["tokens"] == len(losses) >= 5
+    assert manifest["loss"]["value"] == pytest.approx(np.mean(losses), rel=1e-5)
+    assert plain["loss"] == {"kind": None, "value": None, "tokens": 0, "seconds": plain["loss"]["seconds"],
+                             "reason": "not asked for (extraction.loss.tokens: 0)"}
+
+
+def test_the_next_token_loss_takes_every_kth_kept_token_once_though_a_batch_is_retried():
+    loss = NextTokenLoss(budget=3, n_tokens=9)  # every 3rd of the first 9 kept tokens
+    kept = torch.tensor([[False, True, True, True, True, True], [True, True, True, True, True, False]])
+    positions = loss.positions(kept)  # kept tokens 0, 3, 6 in storage order: (0, 1), (0, 4), (1, 1)
+    assert torch.equal(loss.positions(kept), positions)  # asked again, as after an out-of-memory retry
+    assert positions.nonzero().tolist() == [[0, 0], [0, 3], [1, 0]]  # the positions that predict them
+    input_ids = torch.arange(12).reshape(2, 6)
+    logits = torch.zeros(3, 12)
+    logits[[0, 1, 2], [1, 4, 7]] = 100.0  # certain of the right next token
+    loss.add(logits, input_ids, positions)
+    assert loss.positions(kept).sum() == 0  # the budget is met and the first 9 tokens are past
+    assert loss.record() == {"kind": "next-token", "value": pytest.approx(0.0, abs=1e-6), "tokens": 3, "reason": ""}
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "albert"])
+def test_an_encoder_s_masked_lm_loss_comes_from_a_pass_of_its_own(saved_models, family, tmp_path):
+    entry = with_head(saved_models[family], tmp_path / "model")
+    manifest = run(entry, tmp_path / "loss", store_dtype="float32", loss=LOSS)
+    again = run(entry, tmp_path / "again", store_dtype="float32", loss=LOSS)
+    other_seed = run(entry, tmp_path / "seed", store_dtype="float32", loss={**LOSS, "seed": 1})
+    run(entry, tmp_path / "plain", store_dtype="float32")
+    for layer in range(entry["layers"] + 1):  # masking happens in its own pass: the measured states are the plain ones
+        np.testing.assert_array_equal(read_shard(tmp_path / "loss" / f"layer_{layer}.parquet")[0],
+                                      read_shard(tmp_path / "plain" / f"layer_{layer}.parquet")[0])
+    loss = manifest["loss"]
+    assert loss["kind"] == "masked-lm" and loss["tokens"] > 0 and loss["value"] > 0
+    assert again["loss"]["value"] == loss["value"] and other_seed["loss"]["value"] != loss["value"]
+    # a head that predicts every token alike has loss ln(vocabulary) on any mask
+    model = transformers.AutoModelForMaskedLM.from_pretrained(entry["path"])
+    with torch.no_grad():
+        for parameter in model.get_output_embeddings().parameters():
+            parameter.zero_()
+    model.save_pretrained(tmp_path / "uniform")
+    transformers.AutoTokenizer.from_pretrained(entry["path"]).save_pretrained(tmp_path / "uniform")
+    uniform = run({**entry, "path": str(tmp_path / "uniform")}, tmp_path / "u", loss=LOSS)["loss"]
+    assert uniform["value"] == pytest.approx(np.log(model.config.vocab_size), rel=1e-6)
+
+
+def test_a_checkpoint_without_its_head_reports_no_loss_and_why(saved_models, tmp_path):
+    manifest = run(saved_models["gpt_neox"], tmp_path, loss=LOSS)  # saved as the bare GPTNeoXModel
+    assert manifest["loss"]["value"] is None
+    assert manifest["loss"]["reason"] == "the checkpoint has no next-token head (missing weights: lm_head.weight)"
+
+
+def test_the_fingerprint_is_the_same_for_the_same_function_and_differs_for_another(saved_models, tmp_path):
+    entry = saved_models["llama"]
+    first, again = (run(entry, tmp_path / name)["fingerprint"] for name in ("first", "again"))
+    assert first == again and len(first["layers"]) == entry["layers"] + 1
+    assert all(len(layer) == first["tokens"] * first["directions"] for layer in first["layers"])
+    # the same weights, re-serialised with other metadata: other bytes, the same function
+    shutil.copytree(entry["path"], tmp_path / "copy")
+    tensors = safetensors.torch.load_file(tmp_path / "copy" / "model.safetensors")
+    safetensors.torch.save_file(tensors, tmp_path / "copy" / "model.safetensors", metadata={"format": "pt", "by": "x"})
+    assert (tmp_path / "copy" / "model.safetensors").read_bytes() != (Path(entry["path"]) / "model.safetensors"
+                                                                       ).read_bytes()
+    copy = run({**entry, "path": str(tmp_path / "copy")}, tmp_path / "c")["fingerprint"]
+    assert copy == first
+    model = transformers.AutoModel.from_pretrained(entry["path"])
+    with torch.no_grad():  # one more training step's worth of change
+        for parameter in model.parameters():
+            parameter.mul_(1.01)
+    model.save_pretrained(tmp_path / "next")
+    transformers.AutoTokenizer.from_pretrained(entry["path"]).save_pretrained(tmp_path / "next")
+    moved = run({**entry, "path": str(tmp_path / "next")}, tmp_path / "n")["fingerprint"]
+    assert moved["layers"][-1] != first["layers"][-1]
 
 
 def test_final_norm_table_covers_opt_variants():

@@ -23,6 +23,7 @@ with job_logging(snakemake):
         store_dtype=options["store_dtype"],
         device=options["device"],
         dtype=options["dtype"],
+        loss=options["loss"],
     )
     Path(snakemake.output.manifest).write_text(json.dumps(manifest, indent=2, default=str) + "\n")
     if options["evict_weights"]:  # the disk of one checkpoint at a time, not of the series

@@ -1,4 +1,5 @@
-"""What differs between model families: the class that loads one, its depth in hidden states, its final norm.
+"""What differs between model families: the class that loads one (with the head its loss needs), its depth in hidden
+states, its final norm.
 
 A model entry's ``layers`` is checked against `depth` before any weight loads; a family missing from the final-norm
 table is measured all the same and recorded as unknown (`last_layer_after_final_norm` is None).
@@ -6,25 +7,41 @@ table is measured all the same and recorded as unknown (`last_layer_after_final_
 
 import math
 
-from transformers import AutoModel
+from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM
+
+NEXT_TOKEN, MASKED_LM = "next-token", "masked-lm"  # the two losses a checkpoint can report (extraction.loss)
 
 T5_FAMILIES = ("t5", "mt5", "umt5")
 STAGE_FAMILIES = ("resnet", "convnext", "convnextv2", "regnet")  # embedding output + one state per stage
 
 
-def model_class(config):
-    """The transformers class to load: the encoder alone for encoder-decoders (ByT5, Whisper), else AutoModel.
+def model_class(config, kind: str, modality: str, head: bool = True) -> tuple[type, str | None, str]:
+    """The transformers class to load, the loss it can report (NEXT_TOKEN, MASKED_LM or None) and why not; with
+    `head` False (no loss asked for), the model without a head.
 
+    Text decoders load with their language-model head (AutoModelForCausalLM), text encoders with their masked-LM head
+    (AutoModelForMaskedLM) where transformers has one for the family: the hidden states are the base model's either
+    way, and the head gives the checkpoint's loss (`extraction.loss`). The encoder alone of encoder-decoders (ByT5,
+    Whisper) and vision, speech and CNN models report no loss: the encoder has no language-model head, and an image
+    or speech classifier's head predicts labels that the sampled corpus does not carry.
     WhisperForAudioClassification is Whisper's encoder under a (unused, randomly initialised) head: it loads the
     encoder weights of any Whisper checkpoint and returns the encoder's hidden states.
     """
     if config.model_type in T5_FAMILIES:
         from transformers import T5EncoderModel
-        return T5EncoderModel
+        return T5EncoderModel, None, "measured encoder-only: the encoder has no language-model head"
     if config.model_type == "whisper":
         from transformers import WhisperForAudioClassification
-        return WhisperForAudioClassification
-    return AutoModel
+        return WhisperForAudioClassification, None, "measured encoder-only: the encoder has no language-model head"
+    if not head:
+        return AutoModel, None, "not asked for (extraction.loss.tokens: 0)"
+    if modality != "text":
+        return AutoModel, None, f"a {modality} model's head predicts labels the sampled corpus does not carry"
+    heads = {"decoder": (AutoModelForCausalLM, NEXT_TOKEN), "encoder": (AutoModelForMaskedLM, MASKED_LM)}
+    head, loss = heads.get(kind, (None, None))
+    if head is None or type(config) not in head._model_mapping:
+        return AutoModel, None, f"transformers has no {loss or 'language-model'} head for family {config.model_type!r}"
+    return head, loss, ""
 
 
 def depth(config) -> int:

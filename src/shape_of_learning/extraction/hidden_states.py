@@ -1,11 +1,12 @@
 """Hidden-state extraction: one job per (model, checkpoint), every layer from one forward pass.
 
-Layer 0 is the embedding output, layer L the output of block L (``output_hidden_states=True`` of the base model, no
-LM head). Token vectors of padding and, by default, of special tokens (BERT's [CLS]/[SEP], Llama's BOS) are dropped;
-the first `n_tokens` remaining tokens of the windows, in order, are kept, so every layer holds exactly `n_tokens`
-vectors. Shards stream to disk one batch at a time and appear only when the whole job has succeeded. What a model
-reads (text, images, audio) and which of its vectors count as tokens is `inputs`'s business; how a family differs,
-`families`'s; how a checkpoint loads, `loading`'s.
+Layer 0 is the embedding output, layer L the output of block L (``output_hidden_states=True``; the head a model is
+loaded with for its loss changes none of them). Token vectors of padding and, by default, of special tokens (BERT's
+[CLS]/[SEP], Llama's BOS) are dropped; the first `n_tokens` remaining tokens of the windows, in order, are kept, so
+every layer holds exactly `n_tokens` vectors. Shards stream to disk one batch at a time and appear only when the
+whole job has succeeded. What a model reads (text, images, audio) and which of its vectors count as tokens is
+`inputs`'s business; how a family differs, `families`'s; how a checkpoint loads, `loading`'s. The same pass records
+the checkpoint's loss (`loss`) and fingerprint (`fingerprint`) in the manifest, for `shape_of_learning.health`.
 """
 
 import logging
@@ -21,9 +22,11 @@ from tqdm import tqdm
 from transformers import AutoConfig
 
 from shape_of_learning import paths
-from shape_of_learning.extraction.families import depth, last_layer_after_final_norm
+from shape_of_learning.extraction.families import MASKED_LM, NEXT_TOKEN, depth, last_layer_after_final_norm
+from shape_of_learning.extraction.fingerprint import Fingerprint
 from shape_of_learning.extraction.inputs import AudioInputs, ImageInputs, TextInputs
 from shape_of_learning.extraction.loading import DTYPES, device_and_dtype, load_model, load_preprocessor
+from shape_of_learning.extraction.loss import NextTokenLoss, masked_lm_loss
 from shape_of_learning.extraction.shards import STORE_DTYPES, ShardWriter
 from shape_of_learning.models import pinning
 from shape_of_learning.models.checkpoints import Checkpoint, tokenizer_location
@@ -36,7 +39,7 @@ FLOAT16_MAX = 65504.0
 
 def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out_dir: Path, *,
             pin: dict | None = None, special_tokens: str = "exclude", store_dtype: str = "float16",
-            device: str = "auto", dtype: str = "auto") -> dict:
+            device: str = "auto", dtype: str = "auto", loss: dict | None = None) -> dict:
     """Write ``out_dir/layer_{0..L}.parquet`` with `n_tokens` token vectors each and return the job's manifest.
 
     `items` are the corpus of the entry's ``modality``: text windows (str), or image or audio files (bytes).
@@ -48,7 +51,8 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
     ``torch.load(weights_only=True)``, which refuses pickled code). ``device="auto"``: CUDA if present, else CPU.
     `dtype` (extraction.dtype; the entry's own ``dtype`` wins where set): ``auto`` is bf16 on CUDA (fp16 where the
     GPU lacks bf16) and float32 on CPU. A model larger than the free GPU memory loads with
-    ``device_map="auto"``; a CUDA out-of-memory halves the batch and retries.
+    ``device_map="auto"``; a CUDA out-of-memory halves the batch and retries. `loss` (extraction.loss: tokens,
+    mask_probability, seed; None or tokens 0: none) asks for the checkpoint's loss (`loss` module).
     """
     name = f"{checkpoint.model}/{checkpoint.name}"
     if special_tokens not in SPECIAL_TOKEN_POLICIES:
@@ -84,8 +88,11 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
 
     started = time.perf_counter()
     weights_format = pin.get("weights_format", "safetensors")  # locks written before PyTorch files were allowed
-    model, input_device = load_model(checkpoint.location, revision, config, dtype, device, trust_remote_code,
-                                     weights_format, name)
+    model, input_device, loss_kind, no_loss = load_model(checkpoint.location, revision, config, dtype, device,
+                                                         trust_remote_code, weights_format, name, kind=entry["kind"],
+                                                         modality=modality, head=bool((loss or {}).get("tokens")))
+    next_token = NextTokenLoss(loss["tokens"], n_tokens) if loss_kind == NEXT_TOKEN else None
+    body = model if next_token else model.base_model  # a masked-LM head has nothing to predict in this pass
     load_seconds = time.perf_counter() - started
     if modality == "image":
         source = ImageInputs(items, preprocessor, config, special_tokens == "exclude")
@@ -115,21 +122,28 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
         writers = stack.enter_context(ThreadPoolExecutor(writer_threads))  # exits (waits) before the shards close
         progress = stack.enter_context(tqdm(total=n_tokens, unit="tok", desc=name, mininterval=5))
         writes, start, used, filled = [], 0, 0, [0] * (layers + 1)
+        fingerprint = Fingerprint(layers + 1)
         while start < len(source) and min(filled) < n_tokens:
             batch = source.batch(start, batch_size)
             inputs = {key: value.to(input_device, dtype=dtype if value.is_floating_point() else None)
                       for key, value in batch.inputs.items()}
+            if next_token:  # the head projects only the positions that predict the loss's tokens
+                positions = next_token.positions(batch.kept)
+                inputs |= {"logits_to_keep": positions.to(input_device), "use_cache": False}
             try:
-                hidden = _hidden_states(model, inputs)
+                outputs = _forward(body, inputs)
             except torch.cuda.OutOfMemoryError:
                 if batch_size == 1:
                     raise
-                hidden = None  # leave the except block first, so the failed pass's tensors can be freed
-            if hidden is None:
+                outputs = None  # leave the except block first, so the failed pass's tensors can be freed
+            if outputs is None:
                 batch_size //= 2
                 logger.warning("%s: CUDA out of memory; retrying with batch size %d", name, batch_size)
                 torch.cuda.empty_cache()
                 continue
+            hidden = outputs.hidden_states
+            if next_token:
+                next_token.add(outputs.logits, batch.inputs["input_ids"], positions)
             if len(hidden) != layers + 1:
                 raise RuntimeError(f"{name}: the forward pass returned {len(hidden)} hidden states, expected "
                                    f"{layers + 1} (embedding output + {layers} blocks)")
@@ -143,9 +157,10 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
                 index = dict(windows=batch.items[rows.cpu()].numpy(), positions=positions.cpu().numpy(),
                              token_ids=None if token_ids is None else token_ids[rows.cpu(), positions.cpu()].numpy())
                 kept_rows = rows * vectors.shape[1] + positions  # into (batch * length, D)
-                kept.append((_kept_vectors(vectors, kept_rows, store_dtype, f"{name} layer {layer}") if len(rows)
-                             else [], index))
-            del hidden
+                flat = _kept(vectors, kept_rows, f"{name} layer {layer}")
+                fingerprint.add(layer, flat)
+                kept.append((_stored(flat, store_dtype, f"{name} layer {layer}") if len(rows) else [], index))
+            del hidden, outputs
             for write in writes:  # the previous batch, so that at most one batch waits in memory
                 write.result()
             writes = [writers.submit(shard.append, vectors, **index) for shard, (vectors, index) in zip(shards, kept)
@@ -161,30 +176,47 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
                              f"{layer}, fewer than the budget n_tokens={n_tokens}; sample about {needed} "
                              f"{source.unit} (the corpus's count) or lower the token budget")
         seconds = time.perf_counter() - started
-    logger.info("%s: %d tokens x %d layers in %.1f s (%.0f tokens/s), model load %.1f s", name, n_tokens,
-                layers + 1, seconds, n_tokens / seconds, load_seconds)
+    started = time.perf_counter()
+    if next_token:
+        loss_record = next_token.record()
+    elif loss_kind == MASKED_LM:  # a pass of its own: masking changes the hidden states measured above
+        loss_record = masked_lm_loss(model, source, preprocessor, budget=loss["tokens"],
+                                     mask_probability=loss["mask_probability"], seed=loss["seed"],
+                                     batch_size=batch_size, device=input_device)
+    else:
+        loss_record = {"kind": None, "value": None, "tokens": 0, "reason": no_loss}
+    loss_record["seconds"] = round(time.perf_counter() - started, 3)  # the masked pass's own time, if any
+    logger.info("%s: %d tokens x %d layers in %.1f s (%.0f tokens/s), model load %.1f s; loss %s", name, n_tokens,
+                layers + 1, seconds, n_tokens / seconds, load_seconds, loss_record)
     return {**pin, "tokenizer": tokenizer_location(entry, checkpoint), "family": family, "kind": entry.get("kind"),
             "layers": layers, "modality": modality, "hidden_size": getattr(config, "hidden_size", None),
             "tokens_per_layer": n_tokens, "windows_used": used, "max_length": max_length, "batch_size": batch_size,
             "dtype": metadata["model_dtype"], "store_dtype": store_dtype, "device": str(input_device),
             "special_tokens": special_tokens, "last_layer_after_final_norm": after_final_norm,
             "load_seconds": round(load_seconds, 3), "seconds": round(seconds, 3),
-            "tokens_per_second": round(n_tokens / seconds, 1)}
+            "tokens_per_second": round(n_tokens / seconds, 1), "loss": loss_record,
+            "fingerprint": fingerprint.record()}
 
 
-def _hidden_states(model, inputs: dict) -> tuple[torch.Tensor, ...]:
-    """Embedding output and every block's output, each (batch, length, D) or a feature map (batch, C, H, W)."""
+def _forward(model, inputs: dict):
+    """The model's output: `hidden_states`, the embedding output and every block's, each (batch, length, D) or a
+    feature map (batch, C, H, W); and, with a head asked for some positions, their `logits`."""
     with torch.inference_mode():
-        return model(**inputs, output_hidden_states=True).hidden_states
+        return model(**inputs, output_hidden_states=True)
 
 
-def _kept_vectors(states: torch.Tensor, kept_rows: torch.Tensor, store_dtype: str, name: str):
-    """The kept token vectors of one layer, (n_kept, D), as a CPU array of the storage dtype."""
+def _kept(states: torch.Tensor, kept_rows: torch.Tensor, name: str) -> torch.Tensor:
+    """The kept token vectors of one layer, (n_kept, D), on the model's device, checked finite."""
     flat = states.flatten(0, 1).index_select(0, kept_rows.to(states.device))  # .to: device_map may split layers
     if not torch.isfinite(flat).all():  # a float16/bfloat16 overflow: never stored, so never averaged into a metric
         raise FloatingPointError(f"{name}: {int((~torch.isfinite(flat)).sum())} non-finite hidden-state values "
                                  "(NaN or Inf, typically a float16 overflow); extract with `dtype: float32` "
                                  "(the model's entry or extraction.dtype)")
+    return flat
+
+
+def _stored(flat: torch.Tensor, store_dtype: str, name: str):
+    """Kept vectors as a CPU array of the storage dtype."""
     if store_dtype == "float16":
         low, high = torch.aminmax(flat)
         if max(-low.item(), high.item()) > FLOAT16_MAX:

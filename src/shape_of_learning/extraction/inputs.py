@@ -24,6 +24,7 @@ class Batch:
     inputs: dict[str, torch.Tensor]  # keyword arguments of the forward pass
     items: torch.Tensor  # (B,) index of each row's corpus item (text window, image, clip)
     tokens: Callable  # one hidden state -> (vectors (B, N, D), keep (B, N) bool, token ids (B, N) or None)
+    kept: torch.Tensor | None = None  # text: (B, L) the input positions whose vectors are kept
 
 
 def as_tokens(states: torch.Tensor) -> torch.Tensor:
@@ -69,7 +70,7 @@ class TextInputs:
             return states[:, 1:], molecules.bool().to(states.device), None
 
         return Batch({"input_ids": input_ids, "attention_mask": attention_mask},
-                     torch.tensor([window for window, _, _ in rows]), tokens)
+                     torch.tensor([window for window, _, _ in rows]), tokens, keep)
 
 
 class ImageInputs:

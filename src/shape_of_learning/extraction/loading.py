@@ -40,11 +40,18 @@ def device_and_dtype(dtype: str, device: str) -> tuple[str, torch.dtype]:
 
 
 def load_model(location: str, revision: str | None, config, dtype: torch.dtype, device: str,
-                trust_remote_code: bool, weights_format: str = "safetensors", name: str = ""):
-    """The model in eval mode and the device its inputs go to, from the pinned weight format only."""
+               trust_remote_code: bool, weights_format: str = "safetensors", name: str = "", *, kind: str = "",
+               modality: str = "text", head: bool = True) -> tuple:
+    """The model in eval mode, the device its inputs go to, and the loss its head can report (None and why not),
+    from the pinned weight format only.
+
+    The class is `families.model_class`'s (without a head where `head` is False). A checkpoint without the head's
+    weights (a sentence-transformers model, an encoder fine-tuned without its head) loads all the same, its hidden
+    states unchanged, and reports no loss: a randomly initialised head measures nothing.
+    """
     kwargs = dict(config=config, revision=revision, dtype=dtype, use_safetensors=weights_format == "safetensors",
-                  weights_only=True, trust_remote_code=trust_remote_code)
-    architecture = model_class(config)
+                  weights_only=True, trust_remote_code=trust_remote_code, output_loading_info=True)
+    architecture, loss, reason = model_class(config, kind, modality, head)
     if device.startswith("cuda"):
         with torch.device("meta"):  # parameter count without allocating anything
             weight_bytes = sum(p.numel() for p in architecture.from_config(config, trust_remote_code=trust_remote_code)
@@ -57,14 +64,26 @@ def load_model(location: str, revision: str | None, config, dtype: torch.dtype, 
             # accelerate would fill the GPU with weights and leave no room for a batch's activations (seen on an
             # H200: out of memory at batch size 1), so weights get 70% of the free memory and the rest goes to CPU
             max_memory = get_max_memory() | {index: int(0.7 * free_bytes)}
-            model = _from_pretrained(architecture, location, name, device_map="auto", max_memory=max_memory, **kwargs)
-            return model, next(model.parameters()).device  # where the first module (the embeddings) was placed
-    return _from_pretrained(architecture, location, name, **kwargs).to(device), torch.device(device)
+            model, missing = _from_pretrained(architecture, location, name, device_map="auto", max_memory=max_memory,
+                                              **kwargs)
+            # inputs go where the first module (the embeddings) was placed
+            return model, next(model.parameters()).device, *_head(loss, reason, missing)
+    model, missing = _from_pretrained(architecture, location, name, **kwargs)
+    return model.to(device), torch.device(device), *_head(loss, reason, missing)
+
+
+def _head(loss: str | None, reason: str, missing: list[str]) -> tuple[str | None, str]:
+    if loss and missing:
+        shown = ", ".join(sorted(missing)[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        return None, f"the checkpoint has no {loss} head (missing weights: {shown})"
+    return loss, reason
 
 
 def _from_pretrained(architecture, location: str, name: str, **kwargs):
+    """The model in eval mode and the weights the checkpoint lacked (initialised at random)."""
     try:
-        return architecture.from_pretrained(location, **kwargs).eval()
+        model, info = architecture.from_pretrained(location, **kwargs)
+        return model.eval(), list(info["missing_keys"])
     except pickle.UnpicklingError as error:
         culprit = next((line.strip() for line in str(error).splitlines() if "Unsupported global" in line), "")
         raise ValueError(
