@@ -27,6 +27,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/corpus.smk"
 include: "workflow/rules/models.smk"
 include: "workflow/rules/extraction.smk"
+include: "workflow/rules/health.smk"
 include: "workflow/rules/metrics.smk"
 include: "workflow/rules/figures.smk"
 

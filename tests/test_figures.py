@@ -12,13 +12,15 @@ from shape_of_learning.experiment.config import load_config, schemas
 from shape_of_learning.experiment.dag import plan
 from shape_of_learning.figures import paper as figures
 from shape_of_learning.figures.kinds import FIGURE_KINDS, Figure
+from shape_of_learning.figures.loss import loss_across_checkpoints
+from shape_of_learning.health.assess import assess
 
 REPO = Path(__file__).resolve().parents[1]
 
 # What the workflow passes (a figure's settings, validated with the schema's defaults): the functions have none.
-FIGURE_1 = {"metric": "anisotropy", "duplicates": "omit"}
-FIGURE_4 = {"metric": "id_twonn", "duplicates": "omit", "layer_average_over": {"embedding": True, "final_norm": True}}
-FIGURE_5 = {"metrics": ["id_twonn", "id_mada", "id_mom"], "duplicates": "omit",
+FIGURE_1 = {"metric": "anisotropy", "flagged": "omit"}
+FIGURE_4 = {"metric": "id_twonn", "flagged": "omit", "layer_average_over": {"embedding": True, "final_norm": True}}
+FIGURE_5 = {"metrics": ["id_twonn", "id_mada", "id_mom"], "flagged": "omit",
             "layer_average_over": FIGURE_4["layer_average_over"]}
 DECODER_STEPS = {"step0": 0, "step10": 10, "step100": 100}
 
@@ -32,7 +34,7 @@ def bell(num_layers: int, height: float) -> np.ndarray:
 def rows(model, kind, checkpoint, step, metric, means, std):
     return pd.DataFrame({"model": model, "kind": kind, "checkpoint": checkpoint, "step": step, "dtype": "float32",
                          "layer": np.arange(len(means)), "num_layers": len(means) - 1, "after_final_norm": False,
-                         "metric": metric, "identical_to": None, "shared_files": None,
+                         "metric": metric, "health": None, "drawn_as": None,
                          "mean": means, "std": std, "batches": 4})
 
 
@@ -157,10 +159,11 @@ def test_bad_input_names_the_problem(summary, tmp_path, call, message):
         call(summary, outputs(tmp_path, "bad"))
 
 
-def flag(summary, checkpoint, identical_to=None, shared_files=None):
+def flag(summary, checkpoint, health=None, drawn_as=None):
+    """The summary with dec4's `checkpoint` given a verdict, as `shape_of_learning.health.assess` writes them."""
     flagged = summary.copy()
     rows = (flagged["model"] == "dec4") & (flagged["checkpoint"] == checkpoint)
-    flagged.loc[rows, "identical_to"], flagged.loc[rows, "shared_files"] = identical_to, shared_files
+    flagged.loc[rows, "health"], flagged.loc[rows, "drawn_as"] = health, drawn_as
     return flagged
 
 
@@ -168,33 +171,64 @@ def footnote_text(figure) -> str:
     return " ".join(text.get_text().replace("\n", " ") for text in figure.texts)
 
 
-def test_duplicated_checkpoints_are_left_out_and_named_or_marked(summary, tmp_path):
-    flagged = flag(flag(summary, "step10", identical_to="main"), "step0", shared_files="shard-1.bin=step10")
+def test_checkpoints_that_are_not_their_step_s_model_are_left_out_and_named_or_marked(summary, tmp_path):
+    flagged = flag(flag(summary, "step10", health="out of place: loss 2 where its series runs at 5"), "step0",
+                   health="a mixture: shares shard-1.bin=step10")
     figure = figures.profile_across_checkpoints(flagged, "dec4", *outputs(tmp_path, "omit"), **FIGURE_1)
     (ax, _) = figure.axes
     assert list(plotted(ax)) == ["step100"]  # step0 and step10 are not their step's training state
     note = footnote_text(figure)
-    assert "Left out" in note and "dec4/step10 (same weights as main)" in note
-    assert "dec4/step0 (shares shard-1.bin=step10)" in note
+    assert "Left out, not their step's model" in note and "dec4/step10 (out of place: loss 2 where its" in note
+    assert "dec4/step0 (a mixture: shares shard-1.bin=step10)" in note
 
     figure = figures.id_across_checkpoints(flagged, ["dec4"], *outputs(tmp_path, "mark"),
-                                           **{**FIGURE_4, "duplicates": "mark"})
+                                           **{**FIGURE_4, "flagged": "mark"})
     (ax,) = figure.axes
     np.testing.assert_array_equal(plotted(ax)["dec4"][0], [0, 10, 100])  # all drawn ...
     hollow = ax.collections[-1]
-    np.testing.assert_array_equal(hollow.get_offsets()[:, 0], [0, 10])  # ... the duplicates as hollow markers
+    np.testing.assert_array_equal(hollow.get_offsets()[:, 0], [0, 10])  # ... the flagged ones as hollow markers
     assert "Hollow markers" in footnote_text(figure)
 
-    figure = figures.anisotropy_by_layer(flag(summary, "step100", identical_to="main"), *outputs(tmp_path, "f1"),
+    figure = figures.anisotropy_by_layer(flag(summary, "step100", health="out of place"), *outputs(tmp_path, "f1"),
                                          models=["dec4"], **FIGURE_1)
-    assert list(plotted(figure.axes[0])) == ["dec4 (step10)"]  # the last checkpoint of its own
-    assert "dec4/step100 (same weights as main)" in footnote_text(figure)
+    assert list(plotted(figure.axes[0])) == ["dec4 (step10)"]  # the last checkpoint that is its step's model
+    assert "dec4/step100 (out of place)" in footnote_text(figure)
 
 
-def test_a_model_whose_every_checkpoint_is_duplicated_is_an_error_that_suggests_mark(summary, tmp_path):
-    flagged = summary.assign(identical_to=np.where(summary["model"] == "dec8", "other", None))
-    with pytest.raises(ValueError, match=r"every checkpoint of \['dec8'\].*figures.duplicates: mark"):
+def test_a_group_that_is_one_model_is_drawn_once_and_labelled_so(summary, tmp_path):
+    merged = flag(summary, "step10", drawn_as="step0")  # as Pythia's step0 = step1, their losses fitting
+    figure = figures.profile_across_checkpoints(merged, "dec4", *outputs(tmp_path, "once"), **FIGURE_1)
+    assert list(plotted(figure.axes[0])) == ["step0 (= step10)", "step100"]
+    assert "Drawn once, as the first of their group" in footnote_text(figure)
+    assert "dec4/step10 (drawn as step0)" in footnote_text(figure)
+
+
+def test_a_model_whose_every_checkpoint_is_flagged_is_an_error_that_suggests_mark(summary, tmp_path):
+    flagged = summary.assign(health=np.where(summary["model"] == "dec8", "out of place", None))
+    with pytest.raises(ValueError, match=r"no checkpoint of \['dec8'\] is its step's model.*figures.flagged: mark"):
         figures.anisotropy_by_layer(flagged, *outputs(tmp_path, "x"), models=["dec8"], **FIGURE_1)
+
+
+def test_the_loss_figure_draws_each_loss_and_its_fit_and_crosses_out_the_flagged(tmp_path):
+    pins = [{"model": "dec", "checkpoint": f"step{step}", "step": step, "weights_digest": str(step),
+             "weights": {"model.safetensors": str(step)}} for step in (0, 1, 10, 100, 1000)]
+    losses = {0: 5.5, 1: 4.0, 10: 1.0, 100: 3.0, 1000: 2.9}  # step10: a later model's loss early
+    manifests = [{"checkpoint": pin["checkpoint"], "step": pin["step"], "dtype": "float32",
+                  "fingerprint": {"layers": [[pin["step"]]]},
+                  "loss": {"kind": "next-token", "value": losses[pin["step"]], "tokens": 4096}} for pin in pins]
+    health = assess(pins, manifests, {"out_of_place": 0.25, "same_behaviour": {"float32": 1e-4}})
+    figure = loss_across_checkpoints(health, "dec", *outputs(tmp_path, "loss"))
+    assert_written(tmp_path, "loss")
+    (ax,) = figure.axes
+    lines = plotted(ax)
+    np.testing.assert_array_equal(lines["dec"][0], [0, 1, 100, 1000])  # the line joins the genuine ones only
+    np.testing.assert_allclose(lines["dec"][1], [5.5, 4.0, 3.0, 2.9])
+    np.testing.assert_allclose(lines["non-increasing fit"][1], [5.5, 4.0, 3.0, 3.0, 2.9])  # step10 at what may be
+    np.testing.assert_array_equal(ax.collections[-1].get_offsets(), [[10, 1.0]])  # crossed out
+    assert ax.get_ylabel() == "Next-token loss (nats)" and "dec/step10 (out of place: loss 1 where" in \
+        footnote_text(figure)
+    with pytest.raises(ValueError, match="'enc' has no loss at any training checkpoint.*leave it out of"):
+        loss_across_checkpoints(health.assign(model="enc", loss=None), "enc", *outputs(tmp_path, "none"))
 
 
 def test_layer_average_can_leave_out_the_embedding_and_final_norm_layers(summary, tmp_path):
@@ -210,7 +244,7 @@ def test_layer_average_can_leave_out_the_embedding_and_final_norm_layers(summary
 
 
 def test_every_figure_kind_has_one_schema_entry():
-    entries = set(schemas()["config.schema.yaml"]["properties"]["figures"]["properties"]) - {"duplicates",
+    entries = set(schemas()["config.schema.yaml"]["properties"]["figures"]["properties"]) - {"flagged",
                                                                                                "layer_average"}
     assert set(FIGURE_KINDS) == entries
 
@@ -218,15 +252,17 @@ def test_every_figure_kind_has_one_schema_entry():
 def test_plan_names_every_figure_of_the_demo_and_its_files_arguments_and_labels():
     experiment = plan(load_config(REPO / "presets/demo.yaml"))
     # hand-counted from presets/demo.yaml: Figure 1, Figures 2-3 for demo-pythia and demo-bert, Figure 4, Figure 5
-    # for demo-pythia (one per model), the modality figure
+    # for demo-pythia (one per model), the modality figure, the loss of demo-pythia and of demo-bert
     assert sorted(figure.name for figure in experiment.figures) == [
         "anisotropy_by_layer", "by_modality", "id_across_checkpoints", "id_estimators_demo-pythia",
-        "profile_demo-bert_anisotropy", "profile_demo-pythia_anisotropy"]
+        "loss_demo-bert", "loss_demo-pythia", "profile_demo-bert_anisotropy", "profile_demo-pythia_anisotropy"]
+    assert experiment.figure("loss_demo-bert").inputs == ["results/tables/health/demo-bert.parquet"]
+    assert experiment.figure("by_modality").inputs == ["results/tables/summary.parquet"]
     figure5 = experiment.figure("id_estimators_demo-pythia")
     assert figure5.outputs == ["results/figures/id_estimators_demo-pythia.png",
                                "results/figures/id_estimators_demo-pythia.pdf"]
     assert figure5.arguments == {"model": "demo-pythia", "metrics": ["id_twonn", "id_mada", "id_mom"],
-                                 "duplicates": "omit", "layer_average_over": {"embedding": True, "final_norm": True}}
+                                 "flagged": "omit", "layer_average_over": {"embedding": True, "final_norm": True}}
     assert figure5.labels == {"figure": "5: three ID estimators", "model": "demo-pythia"}
     assert experiment.figure("profile_demo-bert_anisotropy").labels == {
         "figure": "2-3: profile across checkpoints", "model": "demo-bert", "metric": "anisotropy"}
@@ -261,4 +297,4 @@ def test_a_figure_draws_with_its_kind_and_its_caption_says_what_it_shows(summary
            "0.1; MADA: k 10." in text
     text = caption(plan(config).figure("anisotropy_by_layer"), config)
     assert "a bell shape, peaking in the middle layers, for decoders" in text and "Layer average" not in text
-    assert "Estimator settings" not in text and "are left out (``figures.duplicates: omit``)" in text
+    assert "Estimator settings" not in text and "are left out (``figures.flagged: omit``)" in text

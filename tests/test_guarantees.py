@@ -125,11 +125,12 @@ def test_settings_that_cannot_change_results_rerun_nothing(finished, tmp_path):
     ("metrics.seed", lambda c: c["metrics"].update(seed=1),
      {"measure_layers": 1, "tabulate_metrics": 1}),
     ("metrics.batch_size", lambda c: c["metrics"].update(batch_size=129),  # also the extraction's token budget
-     {"extract_hidden_states": 1, "measure_layers": 1, "tabulate_metrics": 1}),
+     {"extract_hidden_states": 1, "assess_checkpoints": 1, "measure_layers": 1, "tabulate_metrics": 1}),
     ("extraction.special_tokens", lambda c: c["extraction"].update(special_tokens="include"),
-     {"extract_hidden_states": 1, "measure_layers": 1, "tabulate_metrics": 1}),
+     {"extract_hidden_states": 1, "assess_checkpoints": 1, "measure_layers": 1, "tabulate_metrics": 1}),
     ("windows.seed", lambda c: c["windows"].update(seed=1),
-     {"sample_windows": 1, "extract_hidden_states": 1, "measure_layers": 1, "tabulate_metrics": 1}),
+     {"sample_windows": 1, "extract_hidden_states": 1, "assess_checkpoints": 1, "measure_layers": 1,
+      "tabulate_metrics": 1}),
 ])
 def test_settings_that_change_results_rerun_exactly_the_affected_jobs(finished, tmp_path, setting, change, expected):
     jobs = planned(finished, config=variant(tmp_path, change))
@@ -145,7 +146,8 @@ def test_a_new_model_runs_only_its_own_jobs_on_a_finished_run(finished, tmp_path
     old = {path: path.stat().st_mtime_ns for path in (workdir / "results").rglob("*")
            if path.is_file() and "minilm/" in str(path)}
     assert without_figures(planned(workdir, config=config)) == {
-        "pin_checkpoint": 1, "extract_hidden_states": 1, "measure_layers": 1, "tabulate_metrics": 1}
+        "pin_checkpoint": 1, "extract_hidden_states": 1, "assess_checkpoints": 1, "measure_layers": 1,
+        "tabulate_metrics": 1}
     snakemake(workdir, "--cores", "2", config=config)
     assert {path: path.stat().st_mtime_ns for path in old} == old  # the first model's files were not rewritten
     assert (workdir / "results/metrics/minilm2/main/layer_0-6.parquet").is_file()
@@ -192,7 +194,8 @@ def test_a_new_checkpoint_runs_only_its_own_jobs_on_a_finished_run(finished, tmp
     assert len([path for path in old if "local/step1" in str(path)]) >= 3  # lock, manifest, shards, metrics
     jobs = job_stats(snakemake(workdir, "--cores", "2", "--quiet", "rules", config=two))  # the jobs that ran
     assert without_figures(jobs) == {
-        "pin_checkpoint": 1, "extract_hidden_states": 1, "measure_layers": 1, "tabulate_metrics": 1}
+        "pin_checkpoint": 1, "extract_hidden_states": 1, "assess_checkpoints": 1, "measure_layers": 1,
+        "tabulate_metrics": 1}
     assert figure_jobs(jobs) == 1
     assert {path: path.stat().st_mtime_ns for path in old} == old  # step1's (and minilm's) files were not rewritten
     assert problems(load_config(two), workdir) == []
@@ -231,7 +234,8 @@ def killed_and_rerun(finished, tmp_path_factory) -> dict:
 def test_sigkill_during_a_job_reruns_only_that_job_and_what_depends_on_it(killed_and_rerun):
     assert all(killed_and_rerun["readable"])
     assert without_figures(killed_and_rerun["jobs"]) == {
-        "extract_hidden_states": 1, "measure_layers": 1, "tabulate_metrics": 1}  # no corpus, no pin
+        "extract_hidden_states": 1, "assess_checkpoints": 1, "measure_layers": 1,
+        "tabulate_metrics": 1}  # no corpus, no pin
     assert problems(load_config(TINY), killed_and_rerun["workdir"]) == []
 
 
@@ -291,8 +295,9 @@ def marked_incomplete(workdir: Path) -> set[str]:
 TRAINED = {"train": {"arch": "gpt_neox", "steps": {"last": 40, "every": 40, "log_until": 0}, "d_model": 32,
                      "num_heads": 2, "batch_size": 8},  # saves step0, trains 40 steps (~5 s), saves step40
            "kind": "decoder", "layers": 2, "max_length": 32, "text_unit": "byte"}
-TABLES = ["results/tables/metrics.parquet", "results/tables/summary.parquet", "results/tables/summary.csv"]
-DOWNSTREAM = {"extract_hidden_states": 1, "measure_layers": 1, "tabulate_metrics": 1}
+TABLES = ["results/tables/metrics.parquet", "results/tables/summary.parquet", "results/tables/summary.csv",
+          "results/tables/checkpoints.csv"]
+DOWNSTREAM = {"extract_hidden_states": 1, "assess_checkpoints": 1, "measure_layers": 1, "tabulate_metrics": 1}
 # stage -> (files removed from the finished run, so that the stage runs again: Snakemake makes a missing file only
 # where a job that needs it runs; the file whose appearance shows the job at work; its outputs; the jobs to rerun).
 KILLED_STAGES = {
@@ -300,8 +305,8 @@ KILLED_STAGES = {
                       "results/corpus/enwiki-sample/downloads/raw.xml.part", ["results/corpus/enwiki-sample/raw.xml"],
                       {"obtain_corpus": 1, "clean_corpus": 1, "sample_windows": 1, **DOWNSTREAM}),
     "train_model": ([], "results/models/trained/step0", ["results/models/trained"],
-                    {"train_model": 1, "pin_checkpoint": 2, "extract_hidden_states": 2, "measure_layers": 2,
-                     "tabulate_metrics": 1}),
+                    {"train_model": 1, "pin_checkpoint": 2, "extract_hidden_states": 2, "assess_checkpoints": 1,
+                     "measure_layers": 2, "tabulate_metrics": 1}),
     "measure_layers": ([*TABLES, "results/metrics/minilm/main/layer_0-6.parquet",
                         "logs/measure_layers/minilm/main/layer_0-6.log"],
                        "logs/measure_layers/minilm/main/layer_0-6.log",

@@ -4,7 +4,10 @@ A Hugging Face cache laid out as the Hub's (refs/, snapshots/, blobs/ named by s
 models whose revisions carry PyTorch `.bin` weights only, as the Pythia and Bloom intermediate branches do: one
 revision sharded with its index, one whose blob equals another's (EleutherAI/pythia#205), one that shares a shard only
 (#206), a Bloom series without tokenizer files (its tokenizer in another repository), and a configured revision that
-the repository lacks. Snakemake runs pin, extraction, metrics, tables and figures on it with HF_HUB_OFFLINE=1.
+the repository lacks. A second series is a real decoder trained by the pipeline's own training code, published with
+every defect upstream shows: step0 = step1 by construction (gpt-neox's first update at learning rate 0), the final
+model re-published under an early branch, a broken late branch, and a re-serialised copy. Snakemake runs pin,
+extraction, health, metrics, tables and figures on them with HF_HUB_OFFLINE=1.
 """
 
 import io
@@ -17,12 +20,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import safetensors.torch
 import torch
 import transformers
 import yaml
 
+from shape_of_learning.corpus import clean_dump, gensim_sample_path
 from shape_of_learning.experiment.config import validate_config
 from shape_of_learning.experiment.verify import problems
+from shape_of_learning.models import training
 from shape_of_learning.models.training import byte_tokenizer
 
 from hf_cache import add_revision
@@ -57,13 +63,14 @@ def directory_files(save, scratch: Path) -> dict[str, bytes]:
 
 
 def perturbed(model, keys, seed):
+    """Other weights at the initialisation's scale (std 0.02): a loss still near ln(vocabulary), as at step0."""
     torch.manual_seed(seed)
     copy = type(model)(model.config)
     copy.load_state_dict(model.state_dict())
     with torch.no_grad():
         for name, tensor in copy.state_dict().items():
             if name in keys:
-                tensor.add_(0.5 * torch.randn_like(tensor))
+                tensor.add_(0.02 * torch.randn_like(tensor))
     return copy
 
 
@@ -144,20 +151,92 @@ def test_pytorch_only_series_pins_extracts_and_flags_duplicates_offline(hub_cach
     manifest = json.loads((tmp_path / "results/manifests/bloom-tiny/global_step2000.json").read_text())
     assert manifest["weights_format"] == "pytorch" and manifest["tokenizer"] == BLOOM_TOKENIZER
 
-    summary = pd.read_parquet(tmp_path / "results/tables/summary.parquet")
-    flags = (summary[summary["model"] == "pythia-tiny"].drop_duplicates("checkpoint")
-             .set_index("checkpoint")[["identical_to", "shared_files"]])
+    health = pd.read_csv(tmp_path / "results/tables/checkpoints.csv")
+    flags = (health[health["model"] == "pythia-tiny"].set_index("checkpoint")
+             [["identical_to", "shared_files", "health", "drawn_as"]])
     flags = flags.astype(object).where(flags.notna(), None)
     shard = "pytorch_model-00001-of-00002.bin"
+    # weights near initialisation: every loss is near ln(300), so none is out of place and each group is drawn once
     assert flags.to_dict("index") == {
-        "step0": {"identical_to": "step1", "shared_files": None},  # whole duplicates: both flagged
-        "step1": {"identical_to": "step0", "shared_files": None},
-        "step2": {"identical_to": "step5", "shared_files": None},
-        "step3": {"identical_to": None, "shared_files": f"{shard}=step2"},  # one shard in common
-        "step5": {"identical_to": "step2", "shared_files": None},
-        "step6": {"identical_to": None, "shared_files": None},
+        "step0": {"identical_to": "step1", "shared_files": None, "health": None, "drawn_as": None},
+        "step1": {"identical_to": "step0", "shared_files": None, "health": None, "drawn_as": "step0"},
+        "step2": {"identical_to": "step5", "shared_files": None, "health": None, "drawn_as": None},
+        "step3": {"identical_to": None, "shared_files": f"{shard}=step2", "health": f"a mixture: shares {shard}=step2",
+                  "drawn_as": None},  # one shard in common
+        "step5": {"identical_to": "step2", "shared_files": None, "health": None, "drawn_as": "step2"},
+        "step6": {"identical_to": None, "shared_files": None, "health": None, "drawn_as": None},
     }
     values = pd.read_parquet(tmp_path / "results/tables/metrics.parquet")
     assert set(values["checkpoint"]) >= {"step0", "step1", "step2", "step3", "step5"}  # the table keeps every row
     log = (tmp_path / "logs/plot_figure/profile_pythia-tiny_anisotropy.log").read_text()
-    assert "left out" in log and "pythia-tiny/step3 (shares" in log  # step6, the one unique checkpoint, is drawn
+    assert "left out" in log and "pythia-tiny/step3 (a mixture: shares" in log
+
+
+TRAINED = "EleutherAI/pythia-trained"
+# revision -> what it serves: a trained step, or a defect (final, broken, copy)
+SERIES = {"step0": 0, "step1": 1, "step2": "final", "step5": 5, "step10": 10, "step20": 20, "step30": "broken",
+          "step40": 40, "step45": "copy of step40", "step50": 50, "step60": 60}
+GENUINE = [step for step, served in SERIES.items() if isinstance(served, int)]
+
+
+@pytest.fixture(scope="module")
+def trained_cache(tmp_path_factory) -> Path:
+    """A decoder trained by `training.train` on the cleaned Wikipedia sample, published with upstream's defects."""
+    scratch = tmp_path_factory.mktemp("trained")
+    clean_dump(gensim_sample_path(), scratch / "clean.txt", scratch / "stats.json")
+    hyperparameters = dict(num_layers=2, d_model=32, num_heads=2, seq_len=64, batch_size=16, lr=3e-3)
+    saved = training.train("gpt_neox", scratch / "clean.txt", scratch / "steps", [SERIES[step] for step in GENUINE],
+                           zero_first_update=True, **hyperparameters)
+    directories = {int(path.name.removeprefix("step")): path for path in saved}
+    files = {step: {p.name: p.read_bytes() for p in path.iterdir() if p.is_file()}
+             for step, path in directories.items()}
+    assert files[0]["model.safetensors"] == files[1]["model.safetensors"]  # the premise: one model by construction
+    # a broken branch: weights at random at a scale no training leaves, so its loss lies far above a uniform guess's,
+    # as bloom-560m-intermediate's global_step600000 does (perplexity 320,322 for a 250,880-token vocabulary)
+    torch.manual_seed(7)
+    config = transformers.GPTNeoXConfig.from_pretrained(directories[0], initializer_range=1.0)
+    broken = transformers.GPTNeoXForCausalLM(config)
+    broken.save_pretrained(scratch / "broken")
+    copy = scratch / "copy.safetensors"  # the same tensors with other metadata: other bytes, the same model
+    safetensors.torch.save_file(safetensors.torch.load_file(directories[40] / "model.safetensors"), copy,
+                                metadata={"format": "pt", "republished": "yes"})
+    defects = {"final": files[60], "broken": files[0] | {"model.safetensors":
+                                                          (scratch / "broken/model.safetensors").read_bytes()},
+               "copy of step40": files[40] | {"model.safetensors": copy.read_bytes()}}
+    cache = tmp_path_factory.mktemp("trained-cache")
+    for revision, served in SERIES.items():
+        add_revision(cache, TRAINED, revision, files[served] if isinstance(served, int) else defects[served])
+    return cache
+
+
+def test_a_trained_series_with_upstream_s_defects_is_judged_by_its_loss(trained_cache, tmp_path):
+    config = {
+        "corpus": {"name": "enwiki-sample", "gensim_sample": True},
+        "windows": {"count": 48, "chars": 200, "seed": 0},
+        "metrics": {"names": ["anisotropy", "id_twonn"], "batch_size": 128, "batches": 2, "layers_per_job": 3},
+        "figures": {"profile_across_checkpoints": [{"model": "trained"}],
+                    "id_across_checkpoints": {"models": ["trained"]},
+                    "loss_across_checkpoints": {"models": ["trained"]}},
+        "models": {"trained": {"hub_id": TRAINED, "kind": "decoder", "layers": 2, "max_length": 64,
+                               "checkpoints": list(SERIES)}},
+    }
+    result = snakemake(tmp_path, config, trained_cache)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert problems(validate_config(config), tmp_path) == []
+    health = pd.read_csv(tmp_path / "results/tables/checkpoints.csv").set_index("checkpoint")
+    loss = health["loss"]
+    assert loss["step0"] > loss["step5"] > loss["step20"] > loss["step60"]  # it learned
+    verdicts = health[["health", "drawn_as"]].astype(object).where(health[["health", "drawn_as"]].notna(), None)
+    assert verdicts.loc["step1"].tolist() == [None, "step0"]  # one model by design, its loss fitting: drawn once
+    assert verdicts.loc["step2", "health"].startswith("out of place: loss")  # the final model under an early name
+    assert verdicts.loc["step2", "health"].endswith("same model as step60")
+    assert verdicts.loc["step30", "health"].startswith("out of place: loss")  # random weights late in the series
+    assert health.loc["step45", "behaves_like"].startswith("step40 (") and pd.isna(health.loc["step45", "identical_to"])
+    assert verdicts.loc["step45"].tolist() == [None, "step40"]  # other bytes, the same model
+    genuine = [step for step in GENUINE if step != "step1"]
+    assert verdicts[verdicts["health"].isna() & verdicts["drawn_as"].isna()].index.tolist() == genuine
+    summary = pd.read_parquet(tmp_path / "results/tables/summary.parquet")
+    assert set(summary.loc[summary["health"].isna() & summary["drawn_as"].isna(), "checkpoint"]) == set(genuine)
+    log = (tmp_path / "logs/plot_figure/id_across_checkpoints.log").read_text()
+    assert "trained/step2 (out of place" in log and "trained/step30 (out of place" in log
+    assert (tmp_path / "results/figures/loss_trained.png").stat().st_size > 10_000

@@ -220,10 +220,10 @@ def test_by_modality_draws_one_panel_per_modality_with_styles_by_group(tmp_path)
     assert groups["bytes"] == {"modality": "text", "group": "byte-level"} and groups["cnn"]["group"] == "CNN"
     rows = [dict(model=model, kind=entries[model]["kind"], checkpoint="main", step=-1, dtype="float32", layer=layer,
                  num_layers=2,
-                 after_final_norm=False, metric="avg_cosine", identical_to=None, shared_files=None, mean=0.1 * layer,
+                 after_final_norm=False, metric="avg_cosine", health=None, drawn_as=None, mean=0.1 * layer,
                  std=0.01, batches=2) for model in entries for layer in range(3)]
     figure = by_modality(pd.DataFrame(rows), tmp_path / "f.png", tmp_path / "f.pdf", groups=groups, metric="avg_cosine",
-                         duplicates="omit")
+                         flagged="omit")
     text, image = figure.axes[:2]
     assert (text.get_title(), image.get_title()) == ("Text", "Image")
     styles = {line.get_label(): line.get_linestyle() for ax in (text, image) for line in ax.get_lines()}
@@ -232,7 +232,7 @@ def test_by_modality_draws_one_panel_per_modality_with_styles_by_group(tmp_path)
     assert "Forward passes in float32." in [text.get_text() for text in figure.texts]  # as the manifests recorded
     with pytest.raises(ValueError, match=r"\['vit'\] have no modality group"):
         by_modality(pd.DataFrame(rows), tmp_path / "g.png", tmp_path / "g.pdf",
-                    groups={m: g for m, g in groups.items() if m != "vit"}, metric="avg_cosine", duplicates="omit")
+                    groups={m: g for m, g in groups.items() if m != "vit"}, metric="avg_cosine", flagged="omit")
 
 
 @pytest.mark.parametrize("pack", ["folder", "zip", "tar"])

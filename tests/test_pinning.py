@@ -19,7 +19,7 @@ from huggingface_hub.errors import OfflineModeIsEnabled
 from shape_of_learning.__main__ import main
 from shape_of_learning.models import pinning, revisions
 from shape_of_learning.models.checkpoints import Checkpoint, checkpoints
-from shape_of_learning.models.pinning import duplicate_checkpoints, pin
+from shape_of_learning.models.pinning import pin
 from shape_of_learning.models.revisions import MissingRevisionError, nearest_refs
 
 SHA = "a" * 40
@@ -120,7 +120,7 @@ def test_offline_pin_without_cache_says_how_to_prefetch(monkeypatch, tmp_path):
         pin(PYTHIA_STEP1000)
 
 
-def test_local_directory_hashes_and_duplicate_checkpoints(tmp_path, monkeypatch):
+def test_local_directory_hashes(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # trained checkpoints live under the working directory's results/models/
     for step, payload in ((0, b"A"), (1, b"A"), (2, b"B"), (3, b"A")):
         directory = tmp_path / "results" / "models" / "demo" / f"step{step}"
@@ -133,28 +133,9 @@ def test_local_directory_hashes_and_duplicate_checkpoints(tmp_path, monkeypatch)
     assert pins[0]["commit_sha"] is None
     assert pins[0]["weights"] == {"model.safetensors": hashlib.sha256(b"A").hexdigest()}
     assert pins[0]["weight_bytes"] == {"model.safetensors": 1}
-    demo, other = pins[:4], pins[4:]
-    whole = {"step0": {"identical_to": "step1", "shared_files": {}},
-             "step1": {"identical_to": "step0", "shared_files": {}},
-             "step3": {"identical_to": "step0", "shared_files": {}}}  # every member of the group, earliest other named
-    assert duplicate_checkpoints(demo[::-1]) == whole  # by step, not list order
-    assert duplicate_checkpoints(other) == whole
-    with pytest.raises(ValueError, match=r"one model; got \['demo', 'other'\]"):
-        duplicate_checkpoints(pins)
-
-
-def test_a_checkpoint_sharing_one_shard_is_a_partial_duplicate():
-    def sharded(name, step, first, second):
-        weights = {"pytorch_model-00001-of-00002.bin": first, "pytorch_model-00002-of-00002.bin": second}
-        return {"model": "pythia-12b", "checkpoint": name, "step": step, "weights": weights,
-                "weights_digest": first + second}
-
-    # EleutherAI/pythia#206: step50000 serves the final model's first shard, its second shard is its own
-    pins = [sharded("step49000", 49000, "a", "b"), sharded("step50000", 50000, "f", "c"),
-            sharded("step143000", 143000, "f", "g")]
-    assert duplicate_checkpoints(pins) == {
-        "step50000": {"identical_to": None, "shared_files": {"pytorch_model-00001-of-00002.bin": "step143000"}},
-        "step143000": {"identical_to": None, "shared_files": {"pytorch_model-00001-of-00002.bin": "step50000"}}}
+    # step1's bytes are step0's
+    assert pins[1]["weights_digest"] == pins[0]["weights_digest"] != pins[2]["weights_digest"]
+    assert [p["weights_digest"] for p in pins[:4]] == [p["weights_digest"] for p in pins[4:]]
 
 
 def test_local_directory_errors(tmp_path):

@@ -1,7 +1,6 @@
 """A layer's metrics step, the results tables and the check of a finished run, on data with known answers."""
 
 import copy
-import json
 import re
 
 import numpy as np
@@ -14,7 +13,7 @@ from shape_of_learning.experiment.dag import plan
 from shape_of_learning.experiment.verify import problems
 from shape_of_learning.extraction.shards import write_shard
 from shape_of_learning.metrics.layer import measure_layer
-from shape_of_learning.metrics.tables import LAYER_COLUMNS, build_tables
+from shape_of_learning.metrics.tables import LAYER_COLUMNS, VALUE_COLUMNS, build_tables
 
 MANIFEST = {"model": "m", "checkpoint": "step2", "step": 2, "layers": 4, "last_layer_after_final_norm": True,
             "dtype": "float32"}
@@ -56,21 +55,18 @@ def layer_file(path, checkpoint, step, values):
     return path
 
 
-def test_tables_flag_whole_and_partial_duplicates_and_summarise_over_batches(tmp_path):
+def test_tables_carry_each_checkpoint_s_verdict_and_summarise_over_batches(tmp_path):
     files = [layer_file(tmp_path / "a.parquet", "step1", 1, [1.0, 3.0]),
              layer_file(tmp_path / "b.parquet", "step2", 2, [5.0]),
              layer_file(tmp_path / "c.parquet", "step3", 3, [2.0, 2.0])]
-    pins = []
-    for checkpoint, step, digest, second in [("step1", 1, "A", "s2"), ("step2", 2, "B", "s3"), ("step3", 3, "A", "s2")]:
-        pins.append(tmp_path / f"{checkpoint}.json")
-        pins[-1].write_text(json.dumps({"model": "m", "checkpoint": checkpoint, "step": step, "weights_digest": digest,
-                                        "weights": {"model-1.safetensors": "s1", "model-2.safetensors": second}}))
-    values, summary = build_tables(files, pins)
-    assert len(values) == 5
+    health = tmp_path / "health.parquet"
+    pd.DataFrame({"model": "m", "checkpoint": ["step1", "step2", "step3"], "step": [1, 2, 3],
+                  "health": [None, "out of place", None], "drawn_as": [None, None, "step1"]}).to_parquet(health)
+    values, summary, checkpoints = build_tables(files, [health])
+    assert len(values) == 5 and list(values.columns) == VALUE_COLUMNS and len(checkpoints) == 3
     rows = summary.set_index("checkpoint")
-    # step1 and step3 hold the same files: both flagged, each naming the other; step2 shares the first shard only
-    assert (rows.loc["step1", "identical_to"], rows.loc["step3", "identical_to"]) == ("step3", "step1")
-    assert pd.isna(rows.loc["step2", "identical_to"]) and rows.loc["step2", "shared_files"] == "model-1.safetensors=step1"
+    assert pd.isna(rows.loc["step1", "health"]) and rows.loc["step2", "health"] == "out of place"
+    assert rows.loc["step3", "drawn_as"] == "step1"
     assert rows.loc["step1", "mean"] == 2.0 and rows.loc["step1", "std"] == pytest.approx(np.sqrt(2))  # ddof = 1
     assert rows.loc["step3", "std"] == 0.0 and np.isnan(rows.loc["step2", "std"])  # one batch: no spread
     assert rows["batches"].tolist() == [2, 1, 2]

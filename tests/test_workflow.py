@@ -60,12 +60,14 @@ def expected_jobs(config: dict) -> dict[str, int]:
     jobs = {"pin_checkpoint": sum(checkpoints.values()), "extract_hidden_states": sum(checkpoints.values()),
             "measure_layers": sum(count * math.ceil((models[name]["layers"] + 1) / per_job)
                                   for name, count in checkpoints.items()),
+            "assess_checkpoints": len(models),  # one health table per model
             "train_model": sum("train" in entry for entry in models.values()),
             "sample_media": sum(f"{modality}_corpus" in config for modality in ("image", "audio")),
-            # one figure per kind, per item of a list (profile_across_checkpoints), per model of id_estimators
+            # one figure per kind, per item of a list (profile_across_checkpoints), per model of id_estimators and of
+            # loss_across_checkpoints
             "plot_figure": sum(len(entry) if isinstance(entry, list) else
-                               len(entry["models"]) if kind == "id_estimators" else 1
-                               for kind, entry in figures.items() if kind not in ("duplicates", "layer_average"))}
+                               len(entry["models"]) if kind in ("id_estimators", "loss_across_checkpoints") else 1
+                               for kind, entry in figures.items() if kind not in ("flagged", "layer_average"))}
     if "finetuning" in config:  # each dataset obtained once; each fine-tuned model; each pair, state and split
         section = config["finetuning"]
         jobs |= {"obtain_rated_pairs": len(section["datasets"]),
@@ -110,8 +112,8 @@ def test_adding_a_model_entry_adds_exactly_its_jobs(tmp_path):
     added = {rule: after[rule] - before.get(rule, 0) for rule in after}
     assert added["pin_checkpoint"] == added["extract_hidden_states"] == checkpoints
     assert added["measure_layers"] == checkpoints * 3  # layers 0-2, 3-5, 6 (the demo's layers_per_job: 3)
-    assert added["all"] + added["tabulate_metrics"] == 0
-    assert sum(added.values()) == added["pin_checkpoint"] * 2 + added["measure_layers"]
+    assert added["all"] + added["tabulate_metrics"] == 0 and added["assess_checkpoints"] == 1
+    assert sum(added.values()) == added["pin_checkpoint"] * 2 + added["measure_layers"] + 1
 
 
 def test_paper_config_plans_every_figure_offline(tmp_path):

@@ -96,6 +96,12 @@ def table(name: str) -> str:
 METRICS_TABLE = table("metrics.parquet")
 SUMMARY = table("summary.parquet")
 SUMMARY_CSV = table("summary.csv")
+CHECKPOINTS_TABLE = table("checkpoints.csv")  # every checkpoint's health
+
+
+# Health: one table per model, its checkpoints' losses, duplicates and verdicts.
+def health(model: str = "{model}") -> str:
+    return table(f"health/{model}.parquet")
 
 
 # Figures: a PNG and a PDF per figure, named by its stem.

@@ -1,11 +1,11 @@
-# Figures: one job per planned figure (EXPERIMENT.figures); each reads only the tidy summary table, never recomputes
-# a metric. Kinds, captions and labels: shape_of_learning.figures.kinds.FIGURE_KINDS.
+# Figures: one job per planned figure (EXPERIMENT.figures); each reads only the tidy summary table (or its models'
+# health tables), never recomputes a metric. Kinds, captions and labels: shape_of_learning.figures.kinds.FIGURE_KINDS.
 import re
 
 
 rule plot_figure:
     input:
-        paths.SUMMARY,
+        lambda wildcards: EXPERIMENT.figure(wildcards.figure).inputs,
     output:
         png=report(paths.figure("{figure}", "png"), caption="../report/figure.rst", category="Figures",
                    labels=lambda wildcards: EXPERIMENT.figure(wildcards.figure).labels),

@@ -24,11 +24,12 @@ rule tabulate_metrics:
     input:
         metrics=[paths.layer_metrics(model, ckpt.name, group) for model, ckpts in EXPERIMENT.checkpoints.items()
                  for ckpt in ckpts for group in EXPERIMENT.layer_groups(model)],
-        pins=[paths.lock(model, ckpt.name) for model, ckpts in EXPERIMENT.checkpoints.items() for ckpt in ckpts],
+        health=[paths.health(model) for model in EXPERIMENT.checkpoints],
     output:
         values=paths.METRICS_TABLE,
         summary=paths.SUMMARY,
         summary_csv=paths.SUMMARY_CSV,
+        checkpoints=paths.CHECKPOINTS_TABLE,
     localrule: True
     log:
         paths.log("tabulate_metrics"),

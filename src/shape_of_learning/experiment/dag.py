@@ -92,7 +92,7 @@ class Experiment:
 
     def targets(self) -> list[str]:
         """Every final output: the tables, every figure, and the Rajaee & Pilehvar tables and figures."""
-        found = [paths.METRICS_TABLE, paths.SUMMARY, paths.SUMMARY_CSV]
+        found = [paths.METRICS_TABLE, paths.SUMMARY, paths.SUMMARY_CSV, paths.CHECKPOINTS_TABLE]
         found += [path for figure in self.figures for path in figure.outputs]
         if self.pairs:
             found += [*RAJAEE_PILEHVAR_TABLES, RAJAEE_PILEHVAR_REPORT, *RAJAEE_PILEHVAR_FIGURES[1],
@@ -145,7 +145,7 @@ def plan_figures(kind: str, entry: dict | list, config: dict) -> list[Figure]:
         if missing := [m for m in figure.metrics if m not in config["metrics"]["names"]]:
             raise ValueError(f"figures.{kind} plots {missing}, which metrics.names does not compute; add them to "
                              "metrics.names")
-        settings = {"duplicates": config["figures"]["duplicates"],
+        settings = {"flagged": config["figures"]["flagged"],
                     "layer_average_over": config["figures"]["layer_average"],
                     "groups": {model: model_group(config["models"][model]) for model in figure.models}}
         taken = inspect.signature(spec.draw).parameters

@@ -3,7 +3,7 @@ caption and its drawing. The workflow plans and draws every figure from these (o
 
 A figure's report caption (workflow/report/figure.rst) opens with the first paragraph of its plotting function's
 docstring, written for a reader of the report (what the figure shows, what the paper found), and adds what every
-figure shares: models, batches, layer average, estimator settings, duplicates, dtype.
+figure shares: models, batches, layer average, estimator settings, checkpoint health, dtype.
 """
 
 import inspect
@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from shape_of_learning import paths
+from shape_of_learning.figures.loss import loss_across_checkpoints
 from shape_of_learning.figures.modality import by_modality
 from shape_of_learning.figures.paper import (
     anisotropy_by_layer,
@@ -29,14 +30,16 @@ class FigureKind:
     Its entry under `figures:` in the config (one schema entry, named as the function) gives one figure, or one per
     item of a list, or with `per_model` one per entry of its `models` (drawn with `model=`). Files: `paths.figure`
     of `stem`, formatted with the figure's arguments. The plotting function gets the entry's fields as keyword
-    arguments, and those of `duplicates`, `layer_average_over` and `groups` it takes, from the config
-    (`shape_of_learning.experiment.dag.plan`).
+    arguments, and those of `flagged`, `layer_average_over` and `groups` it takes, from the config
+    (`shape_of_learning.experiment.dag.plan`). It reads the summary table, or with `reads="health"` its models'
+    health tables (`paths.health`).
     """
 
     draw: Callable
     label: str  # the report's "figure" column
     stem: str
     per_model: bool = False
+    reads: str = "summary"
 
 
 FIGURE_KINDS: dict[str, FigureKind] = {kind.draw.__name__: kind for kind in [
@@ -45,6 +48,7 @@ FIGURE_KINDS: dict[str, FigureKind] = {kind.draw.__name__: kind for kind in [
     FigureKind(id_across_checkpoints, "4: intrinsic dimension vs step", "id_across_checkpoints"),
     FigureKind(id_estimators, "5: three ID estimators", "id_estimators_{model}", per_model=True),
     FigureKind(by_modality, "Godey et al.: anisotropy by modality", "by_modality"),
+    FigureKind(loss_across_checkpoints, "loss and checkpoint health", "loss_{model}", per_model=True, reads="health"),
 ]}
 
 
@@ -58,6 +62,13 @@ class Figure:
     arguments: dict  # models=/model= and metric=/metrics=, as the plotting function names them
 
     @property
+    def inputs(self) -> list[str]:
+        """The tables it reads: the summary, or its models' health tables."""
+        if FIGURE_KINDS[self.kind].reads == "health":
+            return [paths.health(model) for model in self.models]
+        return [paths.SUMMARY]
+
+    @property
     def outputs(self) -> list[str]:
         """Its PNG and PDF, relative to the working directory."""
         return [paths.figure(self.name, ext) for ext in paths.FIGURE_FORMATS]
@@ -68,7 +79,12 @@ class Figure:
 
     @property
     def metrics(self) -> list[str]:
-        return self.arguments["metrics"] if "metrics" in self.arguments else [self.arguments["metric"]]
+        """The metrics it draws; none for a figure of the health tables."""
+        return self.arguments.get("metrics") or [self.arguments[key] for key in ("metric",) if key in self.arguments]
+
+    @property
+    def reads(self) -> str:
+        return FIGURE_KINDS[self.kind].reads
 
     @property
     def labels(self) -> dict[str, str]:
@@ -85,5 +101,6 @@ class Figure:
         """The settings its metrics ran with (`style.estimator_settings`); empty where none has a setting."""
         return estimator_settings(self.metrics, config["metrics"]["settings"])
 
-    def draw(self, summary, png, pdf):
-        return FIGURE_KINDS[self.kind].draw(summary, out_png=png, out_pdf=pdf, **self.arguments)
+    def draw(self, table, png, pdf):
+        """Draw it from its table (`inputs`, concatenated) into the PNG and PDF files."""
+        return FIGURE_KINDS[self.kind].draw(table, out_png=png, out_pdf=pdf, **self.arguments)

@@ -28,7 +28,7 @@ def model_group(entry: dict) -> dict:
 
 
 def by_modality(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, groups: dict[str, dict],
-                metric: str, models: Iterable[str] | None = None, duplicates: str) -> matplotlib.figure.Figure:
+                metric: str, models: Iterable[str] | None = None, flagged: str) -> matplotlib.figure.Figure:
     """Godey et al. (2023), "Is Anisotropy Inherent to Transformers?": a metric per relative depth (0 = embedding
     output or first stage, 1 = last block or stage) at each model's final checkpoint, one panel per modality. Line
     style: transformers solid, CNNs dashed; subword text models solid, character-level dashed, byte-level dotted. The
@@ -39,7 +39,7 @@ def by_modality(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, groups: 
     style. Bands mean +- std across batches; y shared between panels. The final checkpoint is chosen among those whose
     weights are their own, as in `anisotropy_by_layer`.
     """
-    rows, flagged = final_checkpoints(select(summary, [metric], models), duplicates)
+    rows, noted = final_checkpoints(select(summary, [metric], models), flagged)
     if missing := sorted(set(rows["model"]) - set(groups)):
         raise ValueError(f"model(s) {missing} have no modality group; pass groups for every plotted model")
     modalities = [m for m in MODALITIES if any(groups[model]["modality"] == m for model in rows["model"].unique())]
@@ -58,5 +58,5 @@ def by_modality(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, groups: 
         ax.legend(fontsize="small")
     axes[0].set_ylabel(metric_label(metric))
     figure.suptitle(f"{metric_label(metric)} across layers by modality: transformers vs CNNs, characters vs subwords")
-    footnote(figure, rows, flagged, duplicates)
+    footnote(figure, rows, noted, flagged)
     return save(figure, out_png, out_pdf)

@@ -1,5 +1,5 @@
-"""Which rows of the summary table a figure draws: the model and metric selected and checked, checkpoints whose
-weights are another's left out or marked, the final or the training checkpoints, the mean over layers.
+"""Which rows of the summary table a figure draws: the model and metric selected and checked, each checkpoint's
+health followed (left out, marked or drawn once), the final or the training checkpoints, the mean over layers.
 
 Nothing here draws or imports matplotlib: these are the figures' data decisions, each stated once.
 """
@@ -13,7 +13,7 @@ from shape_of_learning.metrics.tables import SUMMARY_COLUMNS
 
 logger = logging.getLogger(__name__)
 
-DUPLICATE_POLICIES = ("omit", "mark")
+FLAGGED_POLICIES = ("omit", "mark")
 
 
 def select(summary: pd.DataFrame, metrics: Iterable[str], models: Iterable[str] | None = None) -> pd.DataFrame:
@@ -41,27 +41,38 @@ def select(summary: pd.DataFrame, metrics: Iterable[str], models: Iterable[str] 
     return rows.sort_values(["model", "step", "checkpoint", "layer"], ignore_index=True)
 
 
-def apply_duplicate_policy(rows: pd.DataFrame, policy: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Rows without the checkpoints whose weights are another's (`omit`), or all rows with a boolean `duplicate`
-    column (`mark`); and the flagged checkpoints (model, checkpoint, step, reason) for the footnote."""
-    if policy not in DUPLICATE_POLICIES:
-        raise ValueError(f"duplicates must be one of {DUPLICATE_POLICIES}, got {policy!r}")
-    is_flagged = rows["identical_to"].notna() | rows["shared_files"].notna()
-    flagged = rows[is_flagged].drop_duplicates(["model", "checkpoint"])[["model", "checkpoint", "step"]].assign(
-        reason=[f"same weights as {same}" if pd.notna(same) else f"shares {shared}" for same, shared in
-                rows[is_flagged].drop_duplicates(["model", "checkpoint"])[["identical_to", "shared_files"]].values])
+def apply_health(rows: pd.DataFrame, policy: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The rows to draw, by the checkpoints' health (`shape_of_learning.health.assess`), and the checkpoints for the
+    footnote (model, checkpoint, step, reason, drawn_as).
+
+    A checkpoint drawn as another of its group (`drawn_as`: the same model, its loss fitting its step) is not drawn
+    again, and the one it is drawn as gets the label "step0 (= step1)". A checkpoint that is not its step's model
+    (`health`) is left out (`omit`), or drawn with a boolean `flagged` column set (`mark`).
+    """
+    if policy not in FLAGGED_POLICIES:
+        raise ValueError(f"flagged must be one of {FLAGGED_POLICIES}, got {policy!r}")
+    merged = rows["drawn_as"].notna()
+    is_flagged = rows["health"].notna()
+    checkpoints = rows[merged | is_flagged].drop_duplicates(["model", "checkpoint"])
+    noted = checkpoints[["model", "checkpoint", "step", "drawn_as"]].assign(reason=checkpoints["health"])
+    also = noted.dropna(subset="drawn_as").groupby(["model", "drawn_as"])["checkpoint"].agg(", ".join)
+    rows = rows[~merged]
+    rows = rows.assign(label=[f"{c} (= {also[m, c]})" if (m, c) in also.index else c
+                              for m, c in zip(rows["model"], rows["checkpoint"])])
+    is_flagged = rows["health"].notna()
     if policy == "omit" and (gone := sorted(set(rows["model"]) - set(rows.loc[~is_flagged, "model"]))):
-        raise ValueError(f"every checkpoint of {gone} has another checkpoint's weights ({describe(flagged)}); "
-                         "nothing is left to draw: set `figures.duplicates: mark` to draw them marked, or pick other "
-                         "checkpoints")
-    if len(flagged):
-        logger.warning("checkpoints with another checkpoint's weights, %s: %s",
-                       "left out" if policy == "omit" else "marked", describe(flagged))
-    return (rows[~is_flagged] if policy == "omit" else rows.assign(duplicate=is_flagged)), flagged
+        raise ValueError(f"no checkpoint of {gone} is its step's model ({describe(noted)}); nothing is left to draw: "
+                         "set `figures.flagged: mark` to draw them marked, or pick other checkpoints")
+    if is_flagged.any():
+        logger.warning("checkpoints that are not their step's model, %s: %s",
+                       "left out" if policy == "omit" else "marked", describe(noted.dropna(subset="reason")))
+    return (rows[~is_flagged] if policy == "omit" else rows.assign(flagged=is_flagged)), noted
 
 
-def describe(flagged: pd.DataFrame) -> str:
-    return "; ".join(f"{m}/{c} ({reason})" for m, c, reason in flagged[["model", "checkpoint", "reason"]].values)
+def describe(noted: pd.DataFrame) -> str:
+    """The checkpoints left out or marked, with their reasons; those drawn as another, with it."""
+    return "; ".join(f"{m}/{c} ({reason if pd.notna(reason) else f'drawn as {drawn_as}'})"
+                     for m, c, reason, drawn_as in noted[["model", "checkpoint", "reason", "drawn_as"]].values)
 
 
 def dtype_text(rows: pd.DataFrame) -> str:
@@ -91,7 +102,7 @@ def layer_average(rows: pd.DataFrame, embedding: bool, final_norm: bool) -> pd.D
     """Per (model, metric, step): the mean over layers of the per-layer mean and of the per-layer std.
 
     Layers 0..num_layers, less layer 0 (the embedding output) unless `embedding`, and less a last layer taken after
-    the final norm (pre-LN decoders) unless `final_norm`. A `duplicate` column, where present, is kept.
+    the final norm (pre-LN decoders) unless `final_norm`. A `flagged` column, where present, is kept.
     """
     per_checkpoint = rows.groupby(["model", "metric", "step"]).agg(
         layers=("layer", "nunique"), num_layers=("num_layers", "first"))
@@ -101,7 +112,7 @@ def layer_average(rows: pd.DataFrame, embedding: bool, final_norm: bool) -> pd.D
     keep = (rows["layer"] > 0) | embedding
     keep &= ~rows["after_final_norm"] | final_norm
     rows = rows[keep]
-    keys = ["model", "metric", "step", *(["duplicate"] if "duplicate" in rows else [])]
+    keys = ["model", "metric", "step", *(["flagged"] if "flagged" in rows else [])]
     return rows.groupby(keys, as_index=False)[["mean", "std"]].mean()
 
 
@@ -110,15 +121,16 @@ def layer_average_text(embedding: bool, final_norm: bool) -> str:
             f"{'included' if final_norm else 'left out'} where it follows the final norm.")
 
 
-def final_checkpoints(rows: pd.DataFrame, duplicates: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+def final_checkpoints(rows: pd.DataFrame, flagged: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Each model's rows at its final checkpoint: the largest step (a single checkpoint, e.g. step -1, is final),
-    among checkpoints whose weights are their own unless `duplicates="mark"`; and the flagged checkpoints that matter
-    for the footnote: those that would otherwise be (omit) or are (mark) a model's final one."""
-    rows, flagged = apply_duplicate_policy(rows, duplicates)
+    among the checkpoints that are their step's model unless `flagged="mark"`; and the checkpoints that matter for the
+    footnote: those that would otherwise be (omit) or are (mark) a model's final one."""
+    rows, noted = apply_health(rows, flagged)
     rows = rows[rows["step"] == rows.groupby("model")["step"].transform("max")]
     names_per_model = rows.groupby("model")["checkpoint"].nunique()
     if (ambiguous := names_per_model[names_per_model > 1]).size:
         raise ValueError(f"model(s) {ambiguous.index.tolist()} have several checkpoints at their largest step; "
                          "pass one checkpoint per model")
     final_steps = rows.groupby("model")["step"].max()
-    return rows, flagged[[step >= final_steps.get(model, -1) for model, step in flagged[["model", "step"]].values]]
+    at_the_end = noted["step"].to_numpy() >= noted["model"].map(final_steps).fillna(-1).to_numpy()
+    return rows, noted.loc[at_the_end]

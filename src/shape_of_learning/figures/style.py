@@ -45,13 +45,17 @@ def metric_label(metric: str) -> str:
     return METRICS[metric].label if metric in METRICS else metric
 
 
-def footnote(figure, rows: pd.DataFrame, flagged: pd.DataFrame, policy: str, settings: str = "") -> None:
-    """Text under the figure: the dtype of the forward passes behind its `rows`, the settings it depends on, and the
-    checkpoints left out or marked, with why."""
+def footnote(figure, rows: pd.DataFrame, noted: pd.DataFrame, policy: str, settings: str = "") -> None:
+    """Text under the figure: the dtype of the forward passes behind its `rows`, the settings it depends on, the
+    checkpoints left out or marked for not being their step's model, with why, and those drawn once for a group that
+    is one model (`rows.apply_health`)."""
     lines = [dtype_text(rows), *([settings] if settings else [])]
-    if len(flagged):
+    if len(flagged := noted.dropna(subset="reason")):
         verb = "Left out" if policy == "omit" else "Hollow markers / dashed lines"
-        lines.append(f"{verb}: weights not their own step's (upstream duplicates): " + describe(flagged))
+        lines.append(f"{verb}, not their step's model: " + describe(flagged))
+    if len(merged := noted.dropna(subset="drawn_as")):
+        lines.append("Drawn once, as the first of their group (the same model, each loss fitting its step): "
+                     + describe(merged))
     if lines:
         figure.text(0.0, 0.0, "\n".join(textwrap.fill(line, 150) for line in lines), ha="left", va="top",
                     fontsize="x-small")
@@ -59,7 +63,7 @@ def footnote(figure, rows: pd.DataFrame, flagged: pd.DataFrame, policy: str, set
 
 def plot_band(ax, x, mean, std, hollow=None, **line_style) -> None:
     """A line at `mean` with a shaded mean +- std band of the same colour; points where `hollow` is True get hollow
-    markers (checkpoints drawn although their weights are another's)."""
+    markers (checkpoints drawn although they are not their step's model)."""
     x, mean, std = (np.asarray(values, dtype=float) for values in (x, mean, std))
     (line,) = ax.plot(x, mean, **line_style)
     ax.fill_between(x, mean - std, mean + std, color=line.get_color(), alpha=BAND_ALPHA, linewidth=0)

@@ -1,9 +1,10 @@
 """Pin each checkpoint to exact weights: the Hub commit sha and the sha256 of every weight file.
 
 A rerun loads by commit sha, so a moved branch cannot change the results silently; the weight hashes expose
-checkpoints that are the same weights under different names. Upstream does publish such branches: 76 step branches
-of EleutherAI/pythia-2.8b serve a `model.safetensors` bit-identical to main's (EleutherAI/pythia#205), and on
-pythia-12b two step branches serve the final model's first shard (#206), so identity is judged per weight file.
+checkpoints that are the same weights under different names (`shape_of_learning.health.duplicates`). Upstream does
+publish such branches: 76 step branches of EleutherAI/pythia-2.8b serve a `model.safetensors` bit-identical to main's
+(EleutherAI/pythia#205), and on pythia-12b two step branches serve the final model's first shard (#206), so identity
+is judged per weight file.
 
 Weights come as safetensors or as PyTorch pickles (`pytorch_model*.bin`, which the Bloom intermediate branches and
 many Pythia branches publish). A model entry's `weights:` chooses: `safetensors`, `pytorch`, or `auto` (safetensors
@@ -16,7 +17,6 @@ import hashlib
 import json
 import logging
 import re
-from collections import defaultdict
 from pathlib import Path
 
 from huggingface_hub import HfApi, constants
@@ -87,39 +87,6 @@ def select_weights(files: dict[str, str], weights: str, name: str) -> tuple[str,
                "pick a revision that has weights (`python -m shape_of_learning refs MODEL` lists the refs)")
         raise ValueError(f"{name}: no {wanted} among its {len(files)} files (found: {present or 'none'}); {fix}")
     return fmt, by_format[fmt]
-
-
-def duplicate_checkpoints(pins: list[dict]) -> dict[str, dict]:
-    """For the pins of one model, the checkpoints whose weights are not their own:
-    checkpoint -> {"identical_to": other | None, "shared_files": {file: other checkpoint}}.
-
-    Whole duplicates (the same weight files, by sha256) name the earliest *other* checkpoint (by step, then list
-    order): every member of a group is flagged, since which of them, if any, holds the weights of its own step cannot
-    be told from the files (on pythia-2.8b it is the final model's). Partial duplicates share at least one weight
-    file (e.g. a shard) with another checkpoint; `shared_files` says which, and with whom. Unique checkpoints are
-    absent.
-    """
-    models = sorted({p["model"] for p in pins})
-    if len(models) > 1:
-        raise ValueError(f"duplicate_checkpoints takes the pins of one model; got {models}: call it once per model")
-    ordered = sorted(pins, key=lambda p: p["step"])  # stable: ties keep list order
-    by_digest, by_file = defaultdict(list), defaultdict(list)
-    for p in ordered:
-        by_digest[p["weights_digest"]].append(p["checkpoint"])
-        for sha in set(p["weights"].values()):
-            by_file[sha].append(p["checkpoint"])
-    duplicates = {}
-    for p in ordered:
-        same = [other for other in by_digest[p["weights_digest"]] if other != p["checkpoint"]]
-        shared = {} if same else {file: next(o for o in by_file[sha] if o != p["checkpoint"])
-                                  for file, sha in sorted(p["weights"].items()) if len(by_file[sha]) > 1}
-        if same or shared:
-            duplicates[p["checkpoint"]] = {"identical_to": same[0] if same else None, "shared_files": shared}
-            logger.warning("%s: checkpoint %s %s", p["model"], p["checkpoint"],
-                           f"has the same weights as {', '.join(same)}" if same else
-                           "shares weight files with other checkpoints: " +
-                           ", ".join(f"{file} = {other}'s" for file, other in shared.items()))
-    return duplicates
 
 
 def _pin_hub(repo: str, revision: str) -> tuple[str, dict[str, str], dict[str, int | None], list[str] | None]:
