@@ -1,5 +1,6 @@
 """Rajaee & Pilehvar (2021): isotropy settings, I(W) conventions, readers, Spearman, fine-tuning, tables, planning."""
 
+import html
 import io
 import json
 import math
@@ -445,19 +446,22 @@ def test_a_row_without_a_paper_model_is_tabulated_without_paper_values():
 
 
 def test_the_report_tables_read_like_the_papers_settings_as_rows_ours_beside_the_papers():
-    html = render(comparison(bert_pair())[1], "Table 1")
-    models, header, *rows = re.findall(r"<tr>.*?</tr>", html, flags=re.DOTALL)
+    table = render(comparison(bert_pair())[1], "Table 1")
+    models, header, *rows = re.findall(r"<tr>.*?</tr>", table, flags=re.DOTALL)
     assert re.findall(r">([^<>]+)</th>", models) == ["bert (pre-trained)", "bert-stsb (fine-tuned)"]
     assert re.findall(r"<th>([^<]*)</th>", header) == ["", *["Perf.", "Perf. (paper)", "I(W)", "I(W) (paper)"] * 2]
     assert [re.search(r"<th>([^<]*)</th>", row).group(1) for row in rows] == [
         "Baseline", "Zero-mean", "Clustering+ZM", "Global, top 12 removed", "Cluster-based, top 12 removed"]
     assert re.findall(r"<td>([^<]*)</td>", rows[0])[4:] == ["55.00 ± 7.07", "84.41", "0.2 ± 0", "0.0041"]
-    assert "5 pairs (1 shared with the fine-tuning data left out)" in html
+    assert "5 pairs (1 shared with the fine-tuning data left out)" in table
+    smaller = render(comparison(bert_pair(removed=(17, 117)))[2], "Table 2")
+    assert re.findall(r"<th>(Global[^<]*)</th>", smaller) == ["Global, least 17 removed (paper: 100)",
+                                                              "Global, least 117 removed (paper: 700)"]
 
 
 def test_every_table_and_figure_cites_the_paper_as_2021(tmp_path):
     assert CITATION == "Rajaee & Pilehvar (2021)"
-    assert CITATION in document(render(comparison(bert_pair())[1], "Table 1"))
+    assert html.escape(CITATION) in document(render(comparison(bert_pair())[1], "Table 1"))
     figure = isotropy_by_layer(figure_layers(), tmp_path / "f.png", tmp_path / "f.pdf", dataset="stsb/dev")
     assert figure.get_suptitle().startswith(CITATION)
     # and wherever the project names the paper with a year, the year is 2021 (Findings of EMNLP 2021)
@@ -556,3 +560,17 @@ def test_the_demo_contrasts_its_own_encoder_with_its_fine_tuning_beside_minilm_a
     assert experiment.training_data == ["simlex999/all"]
     assert {job.reference for job in experiment.analyses} == {"wordsim353/all"}  # less its 9 SimLex-999 pairs
     assert len(experiment.pairs[0].seeds) <= 2  # the demo's time budget
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda c: c["finetuning"].update(sentence_tuned=["demo-bert-simlex"]),
+     r"sentence_tuned names `finetune:` entries \['demo-bert-simlex'\].*name them in finetuning.pairs"),
+    (lambda c: c["models"].update({"twice": {**c["models"]["demo-bert-simlex"],
+                                             "finetune": {"base": "demo-bert-simlex", "data": "simlex999/all"}}}),
+     r"finetune.base 'demo-bert-simlex' is a `finetune:` entry, one model per seed"),
+])
+def test_a_finetune_entry_is_measured_through_its_pair_and_fine_tunes_a_plain_model(edit, message):
+    config = load_config(REPO / "presets/demo.yaml")
+    edit(config)
+    with pytest.raises(ValueError, match=message):
+        plan(config)

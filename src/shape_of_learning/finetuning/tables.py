@@ -1,6 +1,7 @@
 """Tables 1 and 2 of Rajaee & Pilehvar (2021): our values, mean and std over seeds, beside the paper's, as tidy CSV
 and as HTML tables laid out like the paper's."""
 
+from html import escape
 from pathlib import Path
 
 import pandas as pd
@@ -73,31 +74,37 @@ def render(table: pd.DataFrame, title: str) -> str:
     """HTML tables as the paper prints its Tables 1-2, one per dataset and pair (or model measured alone): the
     settings as rows; per model and state, our Spearman x 100 (Perf.) and I(W) with each eigenvector taken once
     (the paper's convention), mean +- std over seeds, each beside the paper's value where the paper has one."""
-    sections = [f"<h3>{title}</h3>"]
+    sections = [f"<h3>{escape(title)}</h3>"]
     for (dataset, pair), block in table.groupby(["dataset", "pair"], sort=False):
-        label = block["setting"].map(SETTING_NAMES) + block.apply(
-            lambda r: f", {r['which']} {r['removed']} removed" if r["removed"] else "", axis=1)
-        cells = pd.DataFrame({"setting": label, "column": block["model"] + " (" + block["state"] + ")",
-                              "Perf.": [_mean_std(m, s, ".2f") for m, s in
-                                        zip(block["performance"], block["performance_std"])],
-                              "Perf. (paper)": block["paper_performance"].map(lambda v: _mean_std(v, None, ".2f")),
-                              "I(W)": [_mean_std(m, s, ".2g") for m, s in
-                                       zip(block["isotropy_u_only"], block["isotropy_u_only_std"])],
-                              "I(W) (paper)": block["paper_isotropy"].map(lambda v: _mean_std(v, None, ".2g"))})
-        if block["paper_model"].isna().all():
-            cells = cells.drop(columns=["Perf. (paper)", "I(W) (paper)"])
-        wide = cells.set_index(["setting", "column"]).unstack("column")
-        wide = wide.swaplevel(axis=1)[[(column, value) for column in dict.fromkeys(cells["column"])
-                                       for value in cells.columns[2:]]]
-        wide = wide.loc[list(dict.fromkeys(label))]
-        wide.index.name, wide.columns.names = None, [None, None]
         dropped = block["dropped_pairs"].iloc[0]
-        shared = f" ({dropped} shared with the fine-tuning data left out)" if dropped else ""
         seeds = block.groupby(["model", "state"], sort=False)["seeds"].first()
-        caption = (f"{dataset}, {pair}: {block['pairs'].iloc[0]} pairs{shared}; seeds: "
+        caption = (f"{dataset}, {pair}: {block['pairs'].iloc[0]} pairs"
+                   f"{f' ({dropped} shared with the fine-tuning data left out)' if dropped else ''}; seeds: "
                    + ", ".join(f"{model} ({state}) {count}" for (model, state), count in seeds.items()))
-        sections.append(wide.to_html(na_rep="-", border=0).replace("<thead>", f"<caption>{caption}</caption><thead>", 1))
+        html = _settings_as_rows(block).to_html(na_rep="-", border=0)
+        sections.append(html.replace("<thead>", f"<caption>{escape(caption)}</caption><thead>", 1))
     return "\n".join(sections)
+
+
+def _settings_as_rows(block: pd.DataFrame) -> pd.DataFrame:
+    """One block of `render`: a row per setting; per model (state), Perf. and I(W) (u only), each beside the
+    paper's where the block has a paper model."""
+    setting = block["setting"].map(SETTING_NAMES) + [
+        (f", {which} {removed} removed" if removed else "") +
+        (f" (paper: {paper:.0f})" if pd.notna(paper) and paper != removed and which == "least" else "")
+        for which, removed, paper in zip(block["which"], block["removed"],
+                                         block.groupby(VARIANT)["paper_removed"].transform("max"))]  # any state's
+    cells = {"Perf.": list(map(_mean_std, block["performance"], block["performance_std"], [".2f"] * len(block))),
+             "Perf. (paper)": [_mean_std(value, None, ".2f") for value in block["paper_performance"]],
+             "I(W)": list(map(_mean_std, block["isotropy_u_only"], block["isotropy_u_only_std"], [".2g"] * len(block))),
+             "I(W) (paper)": [_mean_std(value, None, ".2g") for value in block["paper_isotropy"]]}
+    if block["paper_model"].isna().all():
+        cells = {name: values for name, values in cells.items() if "paper" not in name}
+    column = block["model"] + " (" + block["state"] + ")"
+    wide = pd.DataFrame(cells).set_index([setting.to_numpy(), column.to_numpy()]).unstack()
+    wide = wide.swaplevel(axis=1)[[(model, name) for model in dict.fromkeys(column) for name in cells]]
+    wide.columns.names = [None, None]
+    return wide.loc[list(dict.fromkeys(setting))]
 
 
 def _mean_std(mean: float, std: float | None, spec: str) -> str:
@@ -108,5 +115,5 @@ def _mean_std(mean: float, std: float | None, spec: str) -> str:
 
 
 def document(*sections: str) -> str:
-    return f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{CITATION}: Tables 1-2</title>" \
+    return f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{escape(CITATION)}: Tables 1-2</title>" \
         f"<style>{STYLE}</style></head><body>\n" + "\n".join(sections) + "\n</body></html>\n"
