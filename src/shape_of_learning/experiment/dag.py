@@ -114,7 +114,8 @@ class Experiment:
     @property
     def view_analyses(self) -> list[Analysis]:
         """Figure 2's: per pair, the pre-trained model and the run of its first seed, on the first evaluated split."""
-        return [job for job in self.figure_analyses if job.seeds[0] == job.pair.seeds[0]]
+        return [job for job in self.figure_analyses
+                if job.state == "pre-trained" or job.model == job.pair.finetuned_models[0]]
 
     def analysis_seeds(self, model: str) -> tuple[int, ...]:
         """The k-means seeds of a model's analysis jobs (`Analysis.seeds`, the same on every split)."""
@@ -240,6 +241,9 @@ def plan_pairs(config: dict) -> list[Pair]:
     found = [Pair(p["pretrained"], p["finetuned"], p["paper"], tuple(section["seeds"])) for p in section["pairs"]]
     if unknown := [name for name in section["sentence_tuned"] if name not in models]:
         raise ValueError(f"finetuning.sentence_tuned names {unknown}, which are not in `models:`; add them")
+    if tuned := [name for name in section["sentence_tuned"] if "finetune" in models[name]]:
+        raise ValueError(f"finetuning.sentence_tuned names `finetune:` entries {tuned}, whose runs a pair measures; "
+                         "name them in finetuning.pairs instead")
     for pair in found:
         for name in (pair.pretrained, pair.finetuned):
             if name not in models:
@@ -250,8 +254,12 @@ def plan_pairs(config: dict) -> list[Pair]:
                              f"base: {pair.pretrained}")
     for name, entry in models.items():
         if "finetune" in entry:
-            if entry["finetune"]["base"] not in models:
-                raise ValueError(f"model {name!r}: finetune.base {entry['finetune']['base']!r} is not in `models:`")
+            base = entry["finetune"]["base"]
+            if base not in models:
+                raise ValueError(f"model {name!r}: finetune.base {base!r} is not in `models:`")
+            if "finetune" in models[base]:
+                raise ValueError(f"model {name!r}: finetune.base {base!r} is a `finetune:` entry, one model per seed; "
+                                 "fine-tune a model that is not")
             split_reference(entry["finetune"]["data"], section["datasets"], f"model {name!r}: finetune.data")
     for reference in section["evaluate"]:
         split_reference(reference, section["datasets"], "finetuning.evaluate")

@@ -13,9 +13,9 @@ sentence vector Rajaee & Pilehvar's notebook evaluates (`shape_of_learning.finet
 trains the vector that Tables 1-2 measure. ``tests/test_finetuning.py`` trains a tiny model both here and with
 sentence-transformers' own ``old_fit`` (given this pooling) and finds the same losses and weights.
 
-A loop of our own rather than sentence-transformers' trainer: that needs the `datasets` package on top of the pinned
-transformers, for these few lines. The result is a plain `save_pretrained` directory (weights and tokenizer) that
-extraction loads like any other model.
+A loop of our own rather than sentence-transformers': its ``fit`` needs the `datasets` package on top of the pinned
+transformers, and ``old_fit``, which does not, is marked for removal; the loop is these few lines. The result is a
+plain `save_pretrained` directory (weights and tokenizer) that extraction loads like any other model.
 """
 
 import json
@@ -85,7 +85,9 @@ def finetune(location: str, pairs: pd.DataFrame, out_dir: Path, *, scale: float,
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     tokenizer = AutoTokenizer.from_pretrained(location, revision=revision)
-    model = AutoModel.from_pretrained(location, revision=revision, use_safetensors=True).to(device).train()
+    # float32 whatever the checkpoint was saved in, as Sentence-BERT trains (no mixed precision)
+    model = AutoModel.from_pretrained(location, revision=revision, use_safetensors=True, dtype=torch.float32)
+    model = model.to(device).train()
     torch.manual_seed(seed)
     batches = torch.utils.data.DataLoader(range(len(pairs)), batch_size=batch_size, shuffle=True,
                                           generator=torch.Generator().manual_seed(seed))
