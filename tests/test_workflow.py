@@ -56,11 +56,13 @@ def checkpoints_of(entry: dict) -> int:
 
 def expected_jobs(config: dict) -> dict[str, int]:
     models, figures, per_job = config["models"], config["figures"], config["metrics"]["layers_per_job"]
-    checkpoints = {name: checkpoints_of(entry) for name, entry in models.items()}
+    seeds = len(config["finetuning"]["seeds"]) if "finetuning" in config else 0
+    runs = {name: seeds if "finetune" in entry else 1 for name, entry in models.items()}  # a model per seed's run
+    checkpoints = {name: checkpoints_of(entry) * runs[name] for name, entry in models.items()}
     jobs = {"pin_checkpoint": sum(checkpoints.values()), "extract_hidden_states": sum(checkpoints.values()),
             "measure_layers": sum(count * math.ceil((models[name]["layers"] + 1) / per_job)
                                   for name, count in checkpoints.items()),
-            "assess_checkpoints": len(models),  # one health table per model
+            "assess_checkpoints": sum(runs.values()),  # one health table per model (per seed's run)
             "train_model": sum("train" in entry for entry in models.values()),
             "sample_media": sum(f"{modality}_corpus" in config for modality in ("image", "audio")),
             # one figure per kind, per item of a list (profile_across_checkpoints), per model of id_estimators and of
@@ -68,11 +70,12 @@ def expected_jobs(config: dict) -> dict[str, int]:
             "plot_figure": sum(len(entry) if isinstance(entry, list) else
                                len(entry["models"]) if kind in ("id_estimators", "loss_across_checkpoints") else 1
                                for kind, entry in figures.items() if kind not in ("flagged", "layer_average"))}
-    if "finetuning" in config:  # each dataset obtained once; each fine-tuned model; each pair, state and split
-        section = config["finetuning"]
+    if "finetuning" in config:  # each dataset obtained once; each seed's run of each fine-tuned model; per split,
+        section = config["finetuning"]  # each pair's pre-trained model and runs, and each model measured alone
         jobs |= {"obtain_rated_pairs": len(section["datasets"]),
-                 "finetune_model": sum("finetune" in entry for entry in models.values()),
-                 "measure_isotropy_settings": len(section["pairs"]) * 2 * len(section["evaluate"])}
+                 "finetune_model": sum(runs[name] for name, entry in models.items() if "finetune" in entry),
+                 "measure_isotropy_settings": len(section["evaluate"]) * (
+                     len(section["pairs"]) * (1 + seeds) + len(section.get("sentence_tuned", [])))}
     return jobs
 
 
@@ -154,8 +157,11 @@ def test_each_model_reads_the_corpus_of_its_modality(tmp_path):
         (lambda c: c["figures"]["id_estimators"].update(models=["no-such-model"]), "no-such-model"),
         (lambda c: c["models"]["demo-bert"].update(modality="audio"), "has no `audio_corpus`"),
         (lambda c: c["models"]["demo-bert"].update(modality="video"), "video"),
-        (lambda c: c["finetuning"].update(evaluate=["lee/test"]), "'lee/test' is not a configured dataset split"),
-        (lambda c: c["models"]["all-MiniLM-L6-v2-simlex"]["finetune"].update(learning_rate=0), "learning_rate"),
+        (lambda c: c["finetuning"].update(evaluate=["wordsim353/test"]),
+         "'wordsim353/test' is not a configured dataset split"),
+        (lambda c: c["models"]["demo-bert-simlex"]["finetune"].update(learning_rate=0), "learning_rate"),
+        (lambda c: c["finetuning"].update(kmeans="lloyd"), "'lloyd' is not allowed; allowed: reference, sklearn"),
+        (lambda c: c["finetuning"].update(sentence_tuned=["no-such-model"]), "no-such-model"),
     ],
 )
 def test_a_bad_config_fails_before_any_job_with_a_message_naming_the_problem(tmp_path, edit, message):
@@ -188,3 +194,7 @@ def test_end_to_end_ci_preset_produces_every_figure_and_a_complete_table(tmp_pat
     manifest = json.loads((tmp_path / "results/manifests/demo-resnet/step40.json").read_text())
     assert manifest["modality"] == "image" and manifest["layers"] == 3 and manifest["tokens_per_layer"] == 1024
     assert set(summary["dtype"]) == {"float32"}  # on CPU, extraction.dtype auto runs float32
+    table1 = pd.read_csv(tmp_path / "results/tables/rajaee_pilehvar_table1.csv")
+    assert set(table1["dtype"]) == {"float32"} and set(table1["dropped_pairs"]) == {9}  # WordSim-353 less SimLex-999
+    assert table1.groupby("model")["seeds"].first().to_dict() == {"demo-bert": 2, "demo-bert-simlex": 2,
+                                                                   "all-MiniLM-L6-v2": 2}

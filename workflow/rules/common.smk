@@ -10,6 +10,7 @@ from shape_of_learning.models.revisions import check_revisions_offline
 
 validate_config(config)  # against workflow/schemas/, before any job runs; fills in every default
 EXPERIMENT = plan(config)
+config["models"] = EXPERIMENT.models  # the planned registry, one model per fine-tuning seed: what every script reads
 check_revisions_offline(EXPERIMENT.checkpoints, EXPERIMENT.models)  # preflight, without network: does each exist?
 if workflow.output_settings.dryrun:  # while parsing, Snakemake tells a dry run by its output settings only
     from shape_of_learning.experiment import disk

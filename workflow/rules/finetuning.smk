@@ -1,7 +1,8 @@
 # Rajaee & Pilehvar (Findings of EMNLP 2021), how fine-tuning changes isotropy: rated-pair datasets, Siamese
 # fine-tuning, the five isotropy settings on pre-trained and fine-tuned token spaces (Tables 1-2) and Figures 1-2.
-# The fine-tuned model is a `finetune:` entry of the registry, so extraction and the per-layer metrics treat it like
-# any other model. Included where the config has a `finetuning:` section; its jobs are EXPERIMENT.analyses.
+# The fine-tuned models are the runs of a `finetune:` entry, one per seed of finetuning.seeds, each a model of the
+# planned registry, so extraction and the per-layer metrics treat them like any other model. Included where the
+# config has a `finetuning:` section; its jobs are EXPERIMENT.analyses.
 from shape_of_learning.experiment.dag import RAJAEE_PILEHVAR_FIGURES, RAJAEE_PILEHVAR_REPORT, RAJAEE_PILEHVAR_TABLES
 
 
@@ -36,7 +37,7 @@ rule finetune_model:
     params:
         settings=lambda wildcards: result_settings(model_entry(wildcards)["finetune"], "models.*.finetune"),
         base=lambda wildcards: EXPERIMENT.last_checkpoint(model_entry(wildcards)["finetune"]["base"]),
-    threads: 2  # a workstation's; profiles/slurm sets a cluster's (set-threads)
+    threads: 1  # a workstation's, as extraction's; profiles/slurm sets a cluster's (set-threads)
     resources:
         gpu=1,
     log:
@@ -52,6 +53,7 @@ rule finetune_model:
 rule measure_isotropy_settings:
     input:
         pairs=paths.dataset(),
+        training=[paths.dataset(parse_reference(reference)[0]) for reference in EXPERIMENT.training_data],
         pin=lambda wildcards: last_pin(wildcards.model),
         trained=trained_model_dir,
     output:
@@ -62,7 +64,10 @@ rule measure_isotropy_settings:
         checkpoint=lambda wildcards: EXPERIMENT.last_checkpoint(wildcards.model),
         entry=lambda wildcards: result_settings(model_entry(wildcards), "models.*"),
         settings=result_settings(config["finetuning"], "finetuning"),
-    threads: 2  # a workstation's; profiles/slurm sets a cluster's (set-threads)
+        seeds=lambda wildcards: EXPERIMENT.analysis_seeds(wildcards.model),
+        training=EXPERIMENT.training_data,  # its pairs are left out of every evaluation
+        dtype=config["extraction"]["dtype"],  # the forward pass's, as extraction's (a model entry's `dtype` wins)
+    threads: 1  # a workstation's, as extraction's; profiles/slurm sets a cluster's (set-threads)
     resources:
         gpu=1,
     retries: 2  # downloads the weights from the Hub
@@ -83,7 +88,7 @@ rule tabulate_rajaee_pilehvar:
         table1=RAJAEE_PILEHVAR_TABLES[0],
         table2=RAJAEE_PILEHVAR_TABLES[1],
         html=report(RAJAEE_PILEHVAR_REPORT, caption="../report/rajaee_pilehvar_tables.rst",
-                    category="Rajaee & Pilehvar", labels={"table": "1-2: settings, ours beside the paper's"}),
+                    category="Rajaee & Pilehvar (2021)", labels={"table": "1-2: settings, ours beside the paper's"}),
     params:
         analyses=EXPERIMENT.analyses,
         pairs=EXPERIMENT.pairs,  # for the caption
@@ -101,7 +106,7 @@ rule plot_rajaee_pilehvar_figure1:
         [job.output("layers") for job in EXPERIMENT.figure_analyses],
     output:
         png=report(RAJAEE_PILEHVAR_FIGURES[1][0], caption="../report/rajaee_pilehvar_figure1.rst",
-                   category="Rajaee & Pilehvar", labels={"figure": "1: -log I(W) per layer"}),
+                   category="Rajaee & Pilehvar (2021)", labels={"figure": "1: -log I(W) per layer"}),
         pdf=RAJAEE_PILEHVAR_FIGURES[1][1],
     params:
         analyses=EXPERIMENT.figure_analyses,
@@ -115,15 +120,16 @@ rule plot_rajaee_pilehvar_figure1:
 
 rule plot_rajaee_pilehvar_figure2:
     input:
-        views=[job.output("view") for job in EXPERIMENT.figure_analyses],
+        views=[job.output("view") for job in EXPERIMENT.view_analyses],
         corpus=paths.clean_corpus(CORPUS),
         pins=[last_pin(pair.pretrained) for pair in EXPERIMENT.pairs],
     output:
         png=report(RAJAEE_PILEHVAR_FIGURES[2][0], caption="../report/rajaee_pilehvar_figure2.rst",
-                   category="Rajaee & Pilehvar", labels={"figure": "2: PCA view by corpus frequency"}),
+                   category="Rajaee & Pilehvar (2021)", labels={"figure": "2: PCA view by corpus frequency"}),
         pdf=RAJAEE_PILEHVAR_FIGURES[2][1],
     params:
-        analyses=EXPERIMENT.figure_analyses,
+        analyses=EXPERIMENT.view_analyses,
+        pairs=EXPERIMENT.pairs,
         checkpoints=[EXPERIMENT.last_checkpoint(pair.pretrained) for pair in EXPERIMENT.pairs],
     log:
         paths.log("plot_rajaee_pilehvar_figure2"),

@@ -1,17 +1,18 @@
 import pandas as pd
 
+from shape_of_learning.finetuning import CITATION
 from shape_of_learning.finetuning.tables import comparison, document, render
 from shape_of_learning.logs import job_logging
 
 with job_logging(snakemake):
     results = pd.concat([
-        pd.read_parquet(path).assign(dataset=job.reference, model=job.model, state=job.state,
-                                     paper_model=job.pair.paper)
+        pd.read_parquet(path).assign(pair=job.label, dataset=job.reference, model=job.row, state=job.state,
+                                     paper_model=job.pair.paper if job.pair else None)
         for job, path in zip(snakemake.params.analyses, snakemake.input)
     ], ignore_index=True)
     tables = comparison(results)
     tables[1].to_csv(snakemake.output.table1, index=False)
     tables[2].to_csv(snakemake.output.table2, index=False)
     with open(snakemake.output.html, "w") as html:
-        html.write(document(render(tables[1], "Table 1: five settings (Perf. = Spearman x 100, isotropy = I(W))"),
-                            render(tables[2], "Table 2: the least dominant directions removed")))
+        html.write(document(render(tables[1], f"{CITATION}, Table 1: five settings (Perf. = Spearman x 100)"),
+                            render(tables[2], f"{CITATION}, Table 2: the least dominant directions removed")))

@@ -21,30 +21,50 @@ RAJAEE_PILEHVAR_FIGURES = {number: [paths.figure(f"rajaee_pilehvar_figure{number
                                     paths.FIGURE_FORMATS] for number in (1, 2)}
 
 
+def seed_model(model: str, seed: int) -> str:
+    """The model of one fine-tuning run: a `finetune:` entry of the config, run with one of `finetuning.seeds`."""
+    return f"{model}-seed{seed}"
+
+
 @dataclass(frozen=True)
 class Pair:
-    """A pre-trained model and its fine-tuned copy (Rajaee & Pilehvar), and the paper's row to compare them with."""
+    """A pre-trained model and its fine-tuned copies, one per seed (Rajaee & Pilehvar), and the paper's row to
+    compare them with."""
 
     pretrained: str
-    finetuned: str
+    finetuned: str  # the config's `finetune:` entry; the run of each seed is the model `seed_model(finetuned, seed)`
     paper: str | None  # BERT, RoBERTa or None
+    seeds: tuple[int, ...]
 
     @property
     def label(self) -> str:
         return f"{self.pretrained} -> {self.finetuned}"
 
+    @property
+    def finetuned_models(self) -> list[str]:
+        return [seed_model(self.finetuned, seed) for seed in self.seeds]
+
 
 @dataclass(frozen=True)
 class Analysis:
-    """One `measure_isotropy_settings` job: a model of a pair, in one state, on one evaluated dataset split."""
+    """One `measure_isotropy_settings` job: a model in one state on one evaluated dataset split, and the seeds of its
+    k-means runs: a fine-tuned model's own run's seed, every seed for any other model."""
 
     reference: str  # dataset/split
-    pair: Pair
-    state: str  # pre-trained | fine-tuned
+    model: str
+    state: str  # pre-trained | fine-tuned | already sentence-tuned (finetuning.sentence_tuned)
+    seeds: tuple[int, ...]
+    pair: Pair | None = None  # None for a model measured as it is (finetuning.sentence_tuned)
 
     @property
-    def model(self) -> str:
-        return self.pair.pretrained if self.state == "pre-trained" else self.pair.finetuned
+    def row(self) -> str:
+        """The model as Tables 1-2 name it: a fine-tuned run by its `finetune:` entry, its seeds averaged."""
+        return self.pair.finetuned if self.state == "fine-tuned" else self.model
+
+    @property
+    def label(self) -> str:
+        """The block of Tables 1-2 and the panel of Figures 1-2 it belongs to: its pair, or the model alone."""
+        return self.pair.label if self.pair else self.model
 
     def output(self, part: str) -> str:
         """settings, layers or view: the Parquet file of that part (`paths.isotropy_settings`)."""
@@ -59,7 +79,8 @@ class Experiment:
     layers_per_job: int = 1
     figures: list[Figure] = field(default_factory=list)
     pairs: list[Pair] = field(default_factory=list)
-    analyses: list[Analysis] = field(default_factory=list)  # Tables 1-2; those on the first split feed Figures 1-2
+    analyses: list[Analysis] = field(default_factory=list)  # Tables 1-2; the pairs' on the first split: Figures 1-2
+    training_data: list[str] = field(default_factory=list)  # dataset splits fine-tuned on, left out of evaluations
 
     def figure(self, name: str) -> Figure:
         return next(figure for figure in self.figures if figure.name == name)
@@ -87,8 +108,18 @@ class Experiment:
 
     @property
     def figure_analyses(self) -> list[Analysis]:
-        """The analyses of the first evaluated split, which Figures 1-2 of Rajaee & Pilehvar show."""
-        return [job for job in self.analyses if job.reference == self.analyses[0].reference]
+        """The pairs' analyses on the first evaluated split, every seed's: what Figure 1 of Rajaee & Pilehvar shows."""
+        return [job for job in self.analyses if job.reference == self.analyses[0].reference and job.pair]
+
+    @property
+    def view_analyses(self) -> list[Analysis]:
+        """Figure 2's: per pair, the pre-trained model and the run of its first seed, on the first evaluated split."""
+        return [job for job in self.figure_analyses
+                if job.state == "pre-trained" or job.model == job.pair.finetuned_models[0]]
+
+    def analysis_seeds(self, model: str) -> tuple[int, ...]:
+        """The k-means seeds of a model's analysis jobs (`Analysis.seeds`, the same on every split)."""
+        return next(job.seeds for job in self.analyses if job.model == model)
 
     def targets(self) -> list[str]:
         """Every final output: the tables, every figure, and the Rajaee & Pilehvar tables and figures."""
@@ -107,8 +138,10 @@ def layers_in_group(group: str) -> range:
 
 
 def plan(config: dict) -> Experiment:
-    """Expand a validated config into checkpoints, figures and analyses."""
-    models = config["models"]
+    """Expand a validated config into checkpoints, figures and analyses. The registry it plans (`Experiment.models`)
+    is the config's with each `finetune:` entry replaced by one model per seed (`seed_models`)."""
+    pairs = plan_pairs(config)
+    models = seed_models(config)
     for name, entry in models.items():
         modality = entry["modality"]
         if modality != "text" and not config.get(f"{modality}_corpus"):
@@ -120,12 +153,36 @@ def plan(config: dict) -> Experiment:
                             metrics["batches"] * metrics["batch_size"], metrics["layers_per_job"])
     for kind, entry in config["figures"].items():
         if kind in FIGURE_KINDS:
-            experiment.figures += plan_figures(kind, entry, config)
-    experiment.pairs = plan_pairs(config)
-    if experiment.pairs:
-        experiment.analyses = [Analysis(reference, pair, state) for reference in config["finetuning"]["evaluate"]
-                               for pair in experiment.pairs for state in ("pre-trained", "fine-tuned")]
+            experiment.figures += plan_figures(kind, entry, {**config, "models": models})
+    if pairs:
+        section, seeds = config["finetuning"], tuple(config["finetuning"]["seeds"])
+        experiment.pairs = pairs
+        for reference in section["evaluate"]:
+            for pair in pairs:
+                experiment.analyses.append(Analysis(reference, pair.pretrained, "pre-trained", seeds, pair))
+                experiment.analyses += [Analysis(reference, model, "fine-tuned", (seed,), pair)
+                                        for seed, model in zip(pair.seeds, pair.finetuned_models)]
+            experiment.analyses += [Analysis(reference, model, "already sentence-tuned", seeds)
+                                    for model in section["sentence_tuned"]]
+        experiment.training_data = list(dict.fromkeys(entry["finetune"]["data"] for entry in config["models"].values()
+                                                      if "finetune" in entry))
     return experiment
+
+
+def seed_models(config: dict) -> dict[str, dict]:
+    """The model registry with each `finetune:` entry replaced, in place, by one entry per seed of
+    `finetuning.seeds`, named `seed_model(name, seed)` and fine-tuned with that seed (`finetune.seed`)."""
+    models, found = config["models"], {}
+    for name, entry in models.items():
+        if "finetune" not in entry:
+            found[name] = entry
+            continue
+        for seed in config["finetuning"]["seeds"]:
+            if (run := seed_model(name, seed)) in models:
+                raise ValueError(f"model {run!r} of `models:` has the name of the seed-{seed} run of `finetune:` entry "
+                                 f"{name!r}; rename one of them")
+            found[run] = {**entry, "finetune": {**entry["finetune"], "seed": seed}}
+    return found
 
 
 def plan_figures(kind: str, entry: dict | list, config: dict) -> list[Figure]:
@@ -141,7 +198,8 @@ def plan_figures(kind: str, entry: dict | list, config: dict) -> list[Figure]:
         figure = Figure(spec.stem.format(**arguments), kind, arguments)
         if unknown := [m for m in figure.models if m not in config["models"]]:
             raise ValueError(f"figures.{kind} names models {unknown} that are not in the `models:` registry (known: "
-                             f"{sorted(config['models'])}); add an entry for each or remove them from the figure")
+                             f"{sorted(config['models'])}, a `finetune:` entry by the run of each seed); add an entry "
+                             "for each or remove them from the figure")
         if missing := [m for m in figure.metrics if m not in config["metrics"]["names"]]:
             raise ValueError(f"figures.{kind} plots {missing}, which metrics.names does not compute; add them to "
                              "metrics.names")
@@ -171,8 +229,8 @@ def split_reference(reference: str, datasets: dict, where: str) -> tuple[str, st
 
 def plan_pairs(config: dict) -> list[Pair]:
     """The configured (pre-trained, fine-tuned) pairs of the Rajaee & Pilehvar analysis, every cross-reference
-    checked: every pair names models of the registry, every fine-tuned model a configured dataset split, every
-    evaluation a configured split."""
+    checked: every pair and every `sentence_tuned` model names models of the registry, every fine-tuned model a
+    configured dataset split, every evaluation a configured split."""
     models = config["models"]
     if "finetuning" not in config:
         if tuned := [name for name, entry in models.items() if "finetune" in entry]:
@@ -180,7 +238,12 @@ def plan_pairs(config: dict) -> list[Pair]:
                              "section; add it (see config.yaml) or remove them")
         return []
     section = config["finetuning"]
-    found = [Pair(p["pretrained"], p["finetuned"], p["paper"]) for p in section["pairs"]]
+    found = [Pair(p["pretrained"], p["finetuned"], p["paper"], tuple(section["seeds"])) for p in section["pairs"]]
+    if unknown := [name for name in section["sentence_tuned"] if name not in models]:
+        raise ValueError(f"finetuning.sentence_tuned names {unknown}, which are not in `models:`; add them")
+    if tuned := [name for name in section["sentence_tuned"] if "finetune" in models[name]]:
+        raise ValueError(f"finetuning.sentence_tuned names `finetune:` entries {tuned}, whose runs a pair measures; "
+                         "name them in finetuning.pairs instead")
     for pair in found:
         for name in (pair.pretrained, pair.finetuned):
             if name not in models:
@@ -191,8 +254,12 @@ def plan_pairs(config: dict) -> list[Pair]:
                              f"base: {pair.pretrained}")
     for name, entry in models.items():
         if "finetune" in entry:
-            if entry["finetune"]["base"] not in models:
-                raise ValueError(f"model {name!r}: finetune.base {entry['finetune']['base']!r} is not in `models:`")
+            base = entry["finetune"]["base"]
+            if base not in models:
+                raise ValueError(f"model {name!r}: finetune.base {base!r} is not in `models:`")
+            if "finetune" in models[base]:
+                raise ValueError(f"model {name!r}: finetune.base {base!r} is a `finetune:` entry, one model per seed; "
+                                 "fine-tune a model that is not")
             split_reference(entry["finetune"]["data"], section["datasets"], f"model {name!r}: finetune.data")
     for reference in section["evaluate"]:
         split_reference(reference, section["datasets"], "finetuning.evaluate")

@@ -6,3 +6,5 @@ spaces under five isotropy settings (`settings`) on a human-rated similarity set
 I(W) of each setting (`analysis`, Tables 1-2), I(W) per layer (Figure 1) and a 2-D PCA view coloured by corpus
 frequency (Figure 2, `figures`). The paper's own numbers are in `paper_values.csv`, beside ours in `tables`.
 """
+
+CITATION = "Rajaee & Pilehvar (2021)"  # Findings of EMNLP 2021: how every figure, table and report cites the paper

@@ -1,11 +1,15 @@
 """Tables 1-2 and the data of Figures 1-2 of Rajaee & Pilehvar (2021) for one model on one rated-pairs set.
 
-The texts of the pairs go through the model once, by the project's extraction (`shape_of_learning.extraction`, special
-tokens kept so the first token can be told apart); then, per hidden layer, "all tokens" are the token vectors
-without special tokens ([CLS]/[SEP], <s>/</s>) and "[CLS]" the first-token vector of each text. At the table layer
-(the last by default) every setting of `settings` is applied to all tokens of all texts together, and measured by
+The token population is the authors' notebook's (src/Clusterbased_isotropy_enhancement.ipynb): every text of every
+pair is encoded as it occurs, text1 then text2 of each pair in turn (a text rated in several pairs is encoded each
+time, no texts are merged), by the project's extraction (`shape_of_learning.extraction`) in `extraction.dtype`. Per
+hidden layer, "all tokens" are each text's token vectors without the special tokens the tokenizer adds (the notebook
+deletes the first and last position: [CLS] and [SEP], for RoBERTa <s> and </s>; an [UNK] stays), and "[CLS]" the
+first-token vector of each text. At the table layer (the last by default) every setting of `settings` is applied to
+all tokens of all texts together, and measured by
 - performance: Spearman x 100 between the gold scores and the cosine of the two texts' mean transformed tokens;
 - isotropy: I(W) of the transformed tokens, both sign conventions (`metrics.isotropy`).
+The clustered settings are measured once per seed (`finetuning.seeds`), each with its own k-means.
 """
 
 import logging
@@ -31,6 +35,8 @@ from . import settings as transforms
 
 logger = logging.getLogger(__name__)
 
+CLUSTERED = ("cluster_zero_mean", "cluster_based")  # the settings that depend on the k-means seed
+
 
 def spearman_x100(gold, predicted) -> float:
     """Spearman's rank correlation x 100 (the paper's "Perf.")."""
@@ -51,67 +57,91 @@ def isotropy(X: np.ndarray, device: str = "auto") -> dict:
     return dict(isotropy=isotropy_iw(vectors), isotropy_u_only=isotropy_iw_u_only(vectors))
 
 
-def pair_performance(tokens: np.ndarray, text_of_token: np.ndarray, pairs: pd.DataFrame, texts: list[str]) -> float:
-    """Spearman x 100 of the pairs' cosines of mean-pooled `tokens` (rows belong to texts by `text_of_token`); the
-    cosine with a text pooled to the zero vector is 0."""
-    counts = np.bincount(text_of_token, minlength=len(texts))
-    sums = np.zeros((len(texts), tokens.shape[1]))
-    np.add.at(sums, text_of_token, tokens)
-    pooled = sums / counts[:, None]
-    index = {text: i for i, text in enumerate(texts)}
+def occurrences(pairs: pd.DataFrame) -> list[str]:
+    """Every text as the notebook encodes it: text1 and text2 of the first pair, then of the second, and so on."""
+    return [text for pair in zip(pairs["text1"], pairs["text2"]) for text in pair]
+
+
+def pair_performance(tokens: np.ndarray, occurrence_of_token: np.ndarray, scores) -> float:
+    """Spearman x 100 of `scores` against the cosine of each pair's two mean-pooled texts: pair i is occurrences 2i
+    and 2i + 1 (`occurrences`), whose rows of `tokens` `occurrence_of_token` names. The cosine with a text pooled to
+    the zero vector is 0."""
+    count = 2 * len(scores)
+    sums = np.zeros((count, tokens.shape[1]))
+    np.add.at(sums, occurrence_of_token, tokens)
+    pooled = sums / np.bincount(occurrence_of_token, minlength=count)[:, None]
     # A text can pool to the origin (a one-token word alone in its k-means cluster, once the cluster is centred): its
     # cosine with anything is 0, as in scikit-learn's cosine_similarity, rather than 0 / 0.
     unit = normalize(pooled)
-    first, second = (unit[pairs[column].map(index).to_numpy()] for column in ("text1", "text2"))
-    return spearman_x100(pairs["score"], (first * second).sum(1))
+    return spearman_x100(scores, (unit[0::2] * unit[1::2]).sum(1))
 
 
 def hidden_tokens(checkpoint: Checkpoint, entry: dict, pin: dict, texts: list[str], *, batch_size: int = 64,
-                  device: str = "auto") -> tuple[list[np.ndarray], pd.DataFrame]:
-    """Every layer's vectors of every token of `texts` (special tokens included), and per row its text, position,
-    token id and whether it is a special token. `batch_size` texts go through the model at once (rated texts are
-    short; each batch costs one shard write per layer)."""
+                  device: str = "auto", dtype: str = "auto") -> tuple[list[np.ndarray], pd.DataFrame, str]:
+    """Every layer's vectors of every token of `texts` (special tokens included), per row its text (`window`, the
+    index into `texts`), position, token id and whether the tokenizer added it, and the forward pass's dtype.
+    `batch_size` texts go through the model at once (rated texts are short; each batch costs one shard write per
+    layer). `dtype` is extraction's (`extraction.dtype`; the entry's own `dtype` wins)."""
     tokenizer = load_preprocessor(entry, checkpoint, pin["commit_sha"])
-    lengths = tokenizer(texts, truncation=True, max_length=entry["max_length"])["input_ids"]
+    encoded = tokenizer(texts, truncation=True, max_length=entry["max_length"], return_special_tokens_mask=True)
+    added = encoded["special_tokens_mask"]  # what extraction's special_tokens: exclude drops; [UNK] is not among them
     with tempfile.TemporaryDirectory() as shards:
-        extract(checkpoint, {**entry, "batch_size": batch_size}, texts, sum(map(len, lengths)), Path(shards),
-                pin=pin, special_tokens="include", store_dtype="float32", device=device)
+        manifest = extract(checkpoint, {**entry, "batch_size": batch_size}, texts, sum(map(len, added)),
+                           Path(shards), pin=pin, special_tokens="include", store_dtype="float32", device=device,
+                           dtype=dtype)
         layers = [read_shard(Path(shards, paths.shard_name(layer)))[0] for layer in range(entry["layers"] + 1)]
         index = pq.read_table(Path(shards, paths.shard_name(0)), columns=["window", "position", "token_id"]).to_pandas()
-    index["special"] = index["token_id"].isin(tokenizer.all_special_ids)
-    return layers, index
+    starts = np.cumsum([0, *map(len, added)])
+    index["added"] = np.concatenate(added).astype(bool)[starts[index["window"]] + index["position"].to_numpy()]
+    return layers, index, manifest["dtype"]
 
 
-def analyse(checkpoint: Checkpoint, entry: dict, pin: dict, pairs: pd.DataFrame, *, clusters: int = 27,
-            directions: int = 12, least: tuple[int, ...] = (100, 700), table_layer: int = -1,
-            figure_tokens: int = 2000, seed: int = 0, batch_size: int = 64, device: str = "auto"
-            ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """(settings table, I(W) per layer, 2-D PCA of a sample of table-layer tokens) for one model on `pairs`."""
-    texts = sorted(set(pairs["text1"]) | set(pairs["text2"]))
-    layers, index = hidden_tokens(checkpoint, entry, pin, texts, batch_size=batch_size, device=device)
-    words, first = ~index["special"].to_numpy(), (index["position"] == 0).to_numpy()
+def analyse(checkpoint: Checkpoint, entry: dict, pin: dict, pairs: pd.DataFrame, *, seeds: tuple[int, ...] = (0,),
+            kmeans: str = "reference", clusters: int = 27, directions: int = 12, least: tuple[int, ...] = (100, 700),
+            table_layer: int = -1, figure_tokens: int = 2000, batch_size: int = 64, device: str = "auto",
+            dtype: str = "auto") -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(settings table, I(W) per layer, 2-D PCA of a sample of table-layer tokens) for one model on `pairs`.
+
+    The settings table has one row per seed of `seeds` and variant (`variants`); only the clustered settings differ
+    between seeds (`kmeans`, `clusters`: `settings.cluster_labels`). The per-layer table marks a view
+    `degenerate` where it holds fewer distinct vectors than dimensions D: W^T W is then singular, each of its
+    null-space eigenvectors u gives Z(u) = n, and I(W) tells the sample's rank rather than the space's shape (a
+    [CLS] vector per text needs at least D distinct texts). The PCA sample is drawn with the first seed.
+    """
+    texts = occurrences(pairs)
+    layers, index, forward_dtype = hidden_tokens(checkpoint, entry, pin, texts, batch_size=batch_size, device=device,
+                                                 dtype=dtype)
+    words, first = ~index["added"].to_numpy(), (index["position"] == 0).to_numpy()
     if missing := sorted(set(range(len(texts))) - set(index.loc[words, "window"])):
-        raise ValueError(f"{checkpoint.model}: texts without a non-special token, e.g. {texts[missing[0]]!r}")
-    per_layer = [dict(layer=layer, tokens=name, count=int(rows.sum()), **isotropy(X[rows], device))
+        raise ValueError(f"{checkpoint.model}: texts without a token of their own, e.g. {texts[missing[0]]!r}")
+    text = np.array(texts, dtype=object)[index["window"].to_numpy()]
+    # the same text encodes to the same vectors wherever it occurs: distinct vectors are distinct (text, position)s
+    distinct = {"all": len(set(zip(text[words], index["position"][words]))), "cls": len(set(texts))}
+    per_layer = [dict(layer=layer, tokens=name, count=int(rows.sum()), distinct=distinct[name],
+                      degenerate=distinct[name] < X.shape[1], **isotropy(X[rows], device))
                  for layer, X in enumerate(layers) for name, rows in (("all", words), ("cls", first))]
 
-    X, text_of_token = layers[table_layer][words], index.loc[words, "window"].to_numpy()
+    X, occurrence_of_token = layers[table_layer][words], index.loc[words, "window"].to_numpy()
     if bad := [n for n in (directions, *least) if n > X.shape[1]]:
         raise ValueError(f"{checkpoint.model} has {X.shape[1]} dimensions; cannot remove {bad} directions: lower "
                          "finetuning.directions / finetuning.least_directions")
-    labels = transforms.cluster_labels(X, clusters, seed)
-    bases = dict(basis=transforms.principal_directions(X), bases=transforms.cluster_directions(X, labels))
-    rows = []
-    for variant in variants(directions, list(least)):
-        Y = transforms.transform(X, variant["setting"], labels=labels, directions=variant["removed"],
-                                 which=variant["which"], **bases)
-        rows.append(dict(**variant, performance=pair_performance(Y, text_of_token, pairs, texts),
-                         **isotropy(Y, device)))
-        logger.info("%s: %s", checkpoint.model, rows[-1])
+    basis, measured, rows = transforms.principal_directions(X), {}, []
+    for seed in seeds:
+        labels = transforms.cluster_labels(X, clusters, seed, kmeans)
+        bases = transforms.cluster_directions(X, labels)
+        for variant in variants(directions, list(least)):
+            key = (variant["setting"], variant["which"], variant["removed"])
+            if variant["setting"] in CLUSTERED or key not in measured:  # the others are the same for every seed
+                Y = transforms.transform(X, variant["setting"], labels=labels, directions=variant["removed"],
+                                         which=variant["which"], basis=basis, bases=bases)
+                measured[key] = dict(performance=pair_performance(Y, occurrence_of_token, pairs["score"]),
+                                     **isotropy(Y, device))
+            rows.append(dict(seed=seed, **variant, **measured[key]))
+            logger.info("%s: %s", checkpoint.model, rows[-1])
     table = pd.DataFrame(rows).assign(layer=len(layers) + table_layer if table_layer < 0 else table_layer,
-                                      tokens=len(X), texts=len(texts), pairs=len(pairs))
+                                      tokens=len(X), texts=len(texts), pairs=len(pairs), dtype=forward_dtype)
 
-    sample = np.random.default_rng(seed).permutation(len(X))[:figure_tokens]
-    view = pd.DataFrame(PCA(2, random_state=seed).fit_transform(X)[sample], columns=["pc1", "pc2"])
+    sample = np.random.default_rng(seeds[0]).permutation(len(X))[:figure_tokens]
+    view = pd.DataFrame(PCA(2, random_state=seeds[0]).fit_transform(X)[sample], columns=["pc1", "pc2"])
     view["token_id"] = index.loc[words, "token_id"].to_numpy()[sample]
-    return table, pd.DataFrame(per_layer), view
+    return table, pd.DataFrame(per_layer).assign(dtype=forward_dtype), view

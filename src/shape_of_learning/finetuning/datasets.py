@@ -82,6 +82,15 @@ def _frame(rows, path) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+def drop_training_pairs(evaluation: pd.DataFrame, training: list[pd.DataFrame]) -> tuple[pd.DataFrame, int]:
+    """The evaluation pairs that no training set holds, and how many were dropped. A pair is the same in either
+    order (WordSim-353 rates "man"/"woman" where SimLex-999 rates "woman"/"man"): WordSim-353 shares 9 pairs with
+    SimLex-999."""
+    seen = {frozenset(pair) for frame in training for pair in zip(frame["text1"], frame["text2"])}
+    shared = np.array([frozenset(pair) in seen for pair in zip(evaluation["text1"], evaluation["text2"])], dtype=bool)
+    return evaluation[~shared].reset_index(drop=True), int(shared.sum())
+
+
 def obtain_archive(name: str, spec: dict, dest: Path, lock: Path) -> Path:
     """The dataset's archive at `dest`, downloaded (retries, progress bar) or copied from `local_path`, decompressed
     to a tar.

@@ -14,22 +14,28 @@ from shape_of_learning.extraction.loading import load_preprocessor
 from shape_of_learning.figures.style import new_figure, save
 from shape_of_learning.models.checkpoints import Checkpoint
 
+from . import CITATION
+
 LINES = {("pre-trained", "all"): "Pre-trained, all tokens", ("fine-tuned", "all"): "Fine-tuned, all tokens",
          ("fine-tuned", "cls"): "Fine-tuned, [CLS]"}
 
 
 def labelled(files, analyses) -> pd.DataFrame:
     """The outputs of analysis jobs (`shape_of_learning.experiment.dag.Analysis`), one file each, in one frame with
-    the job's pair, model and state."""
-    return pd.concat([pd.read_parquet(path).assign(pair=job.pair.label, model=job.model, state=job.state)
-                      for job, path in zip(analyses, files)])
+    the job's pair (or model, `Analysis.label`), model and state."""
+    return pd.concat([pd.read_parquet(path).assign(pair=job.label, model=job.model, state=job.state)
+                      for job, path in zip(analyses, files)], ignore_index=True)
 
 
-def isotropy_by_layer(layers: pd.DataFrame, out_png: Path, out_pdf: Path, *, dataset: str):
+def isotropy_by_layer(layers: pd.DataFrame, out_png: Path, out_pdf: Path, *, dataset: str,
+                      column: str = "isotropy_u_only"):
     """Figure 1: -log I(W) (natural log; higher = less isotropic) per layer, one panel per model pair, lines for the
-    pre-trained space (all tokens), the fine-tuned space (all tokens) and the fine-tuned [CLS] vectors.
+    pre-trained space (all tokens), the fine-tuned space (all tokens) and the fine-tuned [CLS] vectors. I(W) as the
+    paper computes it, each eigenvector once (`column` isotropy_u_only; "isotropy" draws the +-u convention). A
+    fine-tuned line is the mean over the seeds' runs, with a band of +- one std; a line whose view is degenerate
+    (fewer distinct vectors than dimensions, see `analysis.analyse`) is dashed and says so.
 
-    `layers` has columns pair, state, tokens ("all" | "cls"), layer, isotropy.
+    `layers` has columns pair, state, tokens ("all" | "cls"), layer, degenerate and `column`, one row per run.
     """
     pairs = list(dict.fromkeys(layers["pair"]))
     figure, axes = new_figure(len(pairs), 4.5, sharey=False)
@@ -37,13 +43,18 @@ def isotropy_by_layer(layers: pd.DataFrame, out_png: Path, out_pdf: Path, *, dat
     for ax, pair in zip(axes, pairs):
         for (state, tokens), label in LINES.items():
             line = layers[(layers["pair"] == pair) & (layers["state"] == state) & (layers["tokens"] == tokens)]
-            ax.plot(line["layer"], -np.log(line["isotropy"]), marker="o", markersize=3, color=colours[state, tokens],
-                    label=label)
+            runs = (-np.log(line[column])).groupby(line["layer"]).agg(["mean", "std"])
+            degenerate = bool(line["degenerate"].any())
+            ax.plot(runs.index, runs["mean"], marker="o", markersize=3, color=colours[state, tokens],
+                    linestyle="--" if degenerate else "-",
+                    label=f"{label} (degenerate: fewer distinct vectors than dimensions)" if degenerate else label)
+            ax.fill_between(runs.index, runs["mean"] - runs["std"], runs["mean"] + runs["std"],
+                            color=colours[state, tokens], alpha=0.2, linewidth=0)  # nothing where std is NaN
         ax.set_title(pair)
         ax.set_xlabel("Layer (0 = embeddings)")
         ax.legend(fontsize="small")
     axes[0].set_ylabel("-log I(W)")
-    figure.suptitle(f"Isotropy per layer, pre-trained vs fine-tuned, on {dataset}")
+    figure.suptitle(f"{CITATION}, Figure 1: isotropy per layer, pre-trained vs fine-tuned, on {dataset}")
     return save(figure, out_png, out_pdf)
 
 
@@ -82,4 +93,5 @@ def frequency_view(views: pd.DataFrame, frequencies: dict[str, Counter], out_png
             ax.set_ylabel("PC 2")
     figure.colorbar(matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap), ax=list(axes.flat),
                     label="log10(1 + corpus frequency)")
+    figure.suptitle(f"{CITATION}, Figure 2: token vectors by corpus frequency")
     return save(figure, out_png, out_pdf)

@@ -10,24 +10,37 @@
 
 Table 2 removes the d *least* dominant directions instead (``which="least"``, d = 100 and 700). Principal directions
 are the eigenvectors of the covariance (`numpy.linalg.eigh`, all D of them, so "least" is defined even when a cluster
-has fewer than D points; float64 `torch.linalg.eigh` is ~50x slower on CPU); clustering is scikit-learn's KMeans.
-The bases can be computed once (`principal_directions`, `cluster_directions`) and passed to every variant.
+has fewer than D points; float64 `torch.linalg.eigh` is ~50x slower on CPU); clustering is the authors' notebook's
+k-means by default (`cluster_labels`). The bases can be computed once (`principal_directions`, `cluster_directions`)
+and passed to every variant.
 """
 
 import numpy as np
+from scipy.cluster.vq import kmeans2
 from sklearn.cluster import KMeans
 
 SETTINGS = ("baseline", "zero_mean", "cluster_zero_mean", "global", "cluster_based")
+KMEANS = ("reference", "sklearn")
 
 
 def zero_mean(X: np.ndarray) -> np.ndarray:
     return X - X.mean(axis=0)
 
 
-def cluster_labels(X: np.ndarray, clusters: int, seed: int = 0) -> np.ndarray:
-    """k-means labels (scikit-learn, k-means++ and 3 restarts); k is capped at the number of distinct rows."""
+def cluster_labels(X: np.ndarray, clusters: int, seed: int = 0, method: str = "reference") -> np.ndarray:
+    """k-means labels of the rows of X, k capped at the number of distinct rows (`finetuning.kmeans`).
+
+    - ``reference`` (the default): Rajaee & Pilehvar's notebook, ``scipy.cluster.vq.kmeans2(X, k, minit="points")``:
+      one run from k distinct rows drawn at random (here by `seed`), Lloyd's iterations until the centroids move
+      less than 1e-5 or 10 iterations; a cluster left empty only warns, so fewer than k labels can occur.
+    - ``sklearn``: scikit-learn's KMeans, k-means++ seeding and the best of 3 runs by inertia.
+    """
+    if method not in KMEANS:
+        raise ValueError(f"unknown k-means {method!r}; choose one of {KMEANS} (finetuning.kmeans)")
     clusters = min(clusters, len(np.unique(X, axis=0)))
-    return KMeans(n_clusters=clusters, n_init=3, random_state=seed).fit_predict(X)
+    if method == "sklearn":
+        return KMeans(n_clusters=clusters, n_init=3, random_state=seed).fit_predict(X)
+    return kmeans2(X, clusters, minit="points", missing="warn", rng=seed)[1]
 
 
 def cluster_zero_mean(X: np.ndarray, labels: np.ndarray) -> np.ndarray:

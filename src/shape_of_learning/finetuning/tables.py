@@ -1,12 +1,21 @@
-"""Tables 1 and 2 of Rajaee & Pilehvar (2021): our values beside the paper's, as tidy CSV and as rendered HTML."""
+"""Tables 1 and 2 of Rajaee & Pilehvar (2021): our values, mean and std over seeds, beside the paper's, as tidy CSV
+and as HTML tables laid out like the paper's."""
 
+from html import escape
 from pathlib import Path
 
 import pandas as pd
 
+from . import CITATION
+
 PAPER_VALUES = Path(__file__).with_name("paper_values.csv")
 VARIANT = ["setting", "which", "removed"]
 ROW = ["dataset", "model", "state", "paper_model"]
+MEASURES = ["performance", "isotropy", "isotropy_u_only"]
+SAME_FOR_EVERY_SEED = ["layer", "tokens", "texts", "pairs", "dropped_pairs", "dtype"]
+# the paper's names of the settings (Table 1's columns)
+SETTING_NAMES = {"baseline": "Baseline", "zero_mean": "Zero-mean", "cluster_zero_mean": "Clustering+ZM",
+                 "global": "Global", "cluster_based": "Cluster-based"}
 
 
 def paper_values() -> pd.DataFrame:
@@ -14,52 +23,97 @@ def paper_values() -> pd.DataFrame:
     return pd.read_csv(PAPER_VALUES, comment="#")
 
 
-def comparison(results: pd.DataFrame) -> dict[int, pd.DataFrame]:
-    """Tables 1 and 2, tidy: our performance and isotropy (both I(W) sign conventions) beside the paper's values for
-    the same paper model, state and setting. Table 2 is every state's baseline plus the least-directions variants;
-    its variants are matched to the paper's by order (our first and second `least_directions` beside the paper's
-    100 and 700, so a smaller model's 50 and 350 of 384 still stand beside them), and `paper_removed` says which.
+def over_seeds(results: pd.DataFrame) -> pd.DataFrame:
+    """One row per (pair, dataset, model, state, paper_model, table, variant): the mean of each of `MEASURES` over
+    the seeds, its standard deviation (ddof = 1; NaN for one seed) as `{measure}_std`, and `seeds`, how many."""
+    grouped = results.groupby(["pair", *ROW, "table", *VARIANT], dropna=False, sort=False)
+    return pd.concat([grouped[MEASURES].mean(), grouped[MEASURES].std(ddof=1).add_suffix("_std"),
+                      grouped[SAME_FOR_EVERY_SEED].first(), grouped.size().rename("seeds")], axis=1).reset_index()
 
-    `results` has one row per (dataset, model, state, paper_model, table, setting, which, removed) with columns
-    performance, isotropy, isotropy_u_only; paper_model may be empty (no paper values).
+
+def comparison(results: pd.DataFrame) -> dict[int, pd.DataFrame]:
+    """Tables 1 and 2, tidy: our performance and isotropy (both I(W) sign conventions), mean and std over seeds
+    (`over_seeds`), beside the paper's values for the same paper model, state and setting. Table 2 is every state's
+    baseline plus the least-directions variants; its variants are matched to the paper's by order (our first and
+    second `least_directions` beside the paper's 100 and 700, so a smaller model's 17 and 117 of 128 still stand
+    beside them), and `paper_removed` says which.
+
+    `results` has one row per (pair, dataset, model, state, paper_model, table, setting, which, removed, seed) with
+    the columns of `MEASURES` and `SAME_FOR_EVERY_SEED`; paper_model may be None (no paper values).
     """
     paper = paper_values().rename(columns={"model": "paper_model", "performance": "paper_performance",
                                            "isotropy": "paper_isotropy", "removed": "paper_removed"})
+    ours_over_seeds = over_seeds(results)
     tables = {}
     for table in (1, 2):
-        ours = results[(results["table"] == table) | ((table == 2) & (results["setting"] == "baseline"))]
+        ours = ours_over_seeds[(ours_over_seeds["table"] == table) |
+                               ((table == 2) & (ours_over_seeds["setting"] == "baseline"))]
         ours = ours.drop(columns="table").assign(table=table)
         key = ["table", "paper_model", "state", "setting", "which", "order"]
-        merged = _order(ours, "removed", ROW).merge(_order(paper, "paper_removed", ["paper_model", "state"]),
-                                                    on=key, how="left")
+        merged = _order(ours, "removed", ["pair", *ROW]).merge(
+            _order(paper, "paper_removed", ["paper_model", "state"]), on=key, how="left")
         columns = [*ROW, *VARIANT, "paper_removed", "performance", "paper_performance", "isotropy",
-                   "isotropy_u_only", "paper_isotropy", "layer", "tokens", "texts", "pairs"]
+                   "isotropy_u_only", "paper_isotropy", "layer", "tokens", "texts", "pairs", "pair", "seeds",
+                   "performance_std", "isotropy_std", "isotropy_u_only_std", "dropped_pairs", "dtype"]
         tables[table] = merged[columns].reset_index(drop=True)
     return tables
 
 
 def _order(rows: pd.DataFrame, removed: str, group: list[str]) -> pd.DataFrame:
-    """Number each variant's removal counts 0, 1, ... within its table, row and setting."""
-    order = rows.groupby(["table", *group, "setting", "which"])[removed].rank(method="dense") - 1
+    """Number each variant's removal counts 0, 1, ... within its table, row and setting (a row without a paper
+    model, paper_model None, is a group of its own)."""
+    order = rows.groupby(["table", *group, "setting", "which"], dropna=False)[removed].rank(method="dense") - 1
     return rows.assign(order=order.astype(int))
 
 
-HEADINGS = {"performance": "Perf.", "paper_performance": "Perf. (paper)", "isotropy": "I(W), +-u",
-            "isotropy_u_only": "I(W), u only", "paper_isotropy": "I(W) (paper)"}
-STYLE = "table {border-collapse: collapse; font: 12px sans-serif} td, th {border: 1px solid #ccc; padding: 2px 5px}"
+STYLE = ("table {border-collapse: collapse; font: 12px sans-serif; margin-bottom: 1.5em} "
+         "td, th {border: 1px solid #ccc; padding: 2px 6px; text-align: right} caption {text-align: left}")
 
 
 def render(table: pd.DataFrame, title: str) -> str:
-    """A wide HTML table as in the paper: one row per model and state, per setting our performance and isotropy
-    (both conventions), each beside the paper's value."""
-    label = table["setting"] + table.apply(lambda r: f" ({r['which']} {r['removed']})" if r["removed"] else "", 1)
-    values = table.assign(variant=label).set_index([*ROW, "variant"])[list(HEADINGS)].rename(columns=HEADINGS)
-    wide = values.unstack("variant").swaplevel(axis=1)
-    wide = wide[[(variant, column) for variant in dict.fromkeys(label) for column in values.columns]]
-    formats = {column: "{:.2f}" if column[1].startswith("Perf") else "{:.2g}" for column in wide.columns}
-    return f"<h3>{title}</h3>\n" + wide.style.format(formats, na_rep="-").to_html()
+    """HTML tables as the paper prints its Tables 1-2, one per dataset and pair (or model measured alone): the
+    settings as rows; per model and state, our Spearman x 100 (Perf.) and I(W) with each eigenvector taken once
+    (the paper's convention), mean +- std over seeds, each beside the paper's value where the paper has one."""
+    sections = [f"<h3>{escape(title)}</h3>"]
+    for (dataset, pair), block in table.groupby(["dataset", "pair"], sort=False):
+        dropped = block["dropped_pairs"].iloc[0]
+        seeds = block.groupby(["model", "state"], sort=False)["seeds"].first()
+        caption = (f"{dataset}, {pair}: {block['pairs'].iloc[0]} pairs"
+                   f"{f' ({dropped} shared with the fine-tuning data left out)' if dropped else ''}; seeds: "
+                   + ", ".join(f"{model} ({state}) {count}" for (model, state), count in seeds.items()))
+        html = _settings_as_rows(block).to_html(na_rep="-", border=0)
+        sections.append(html.replace("<thead>", f"<caption>{escape(caption)}</caption><thead>", 1))
+    return "\n".join(sections)
+
+
+def _settings_as_rows(block: pd.DataFrame) -> pd.DataFrame:
+    """One block of `render`: a row per setting; per model (state), Perf. and I(W) (u only), each beside the
+    paper's where the block has a paper model."""
+    setting = block["setting"].map(SETTING_NAMES) + [
+        (f", {which} {removed} removed" if removed else "") +
+        (f" (paper: {paper:.0f})" if pd.notna(paper) and paper != removed and which == "least" else "")
+        for which, removed, paper in zip(block["which"], block["removed"],
+                                         block.groupby(VARIANT)["paper_removed"].transform("max"))]  # any state's
+    cells = {"Perf.": list(map(_mean_std, block["performance"], block["performance_std"], [".2f"] * len(block))),
+             "Perf. (paper)": [_mean_std(value, None, ".2f") for value in block["paper_performance"]],
+             "I(W)": list(map(_mean_std, block["isotropy_u_only"], block["isotropy_u_only_std"], [".2g"] * len(block))),
+             "I(W) (paper)": [_mean_std(value, None, ".2g") for value in block["paper_isotropy"]]}
+    if block["paper_model"].isna().all():
+        cells = {name: values for name, values in cells.items() if "paper" not in name}
+    column = block["model"] + " (" + block["state"] + ")"
+    wide = pd.DataFrame(cells).set_index([setting.to_numpy(), column.to_numpy()]).unstack()
+    wide = wide.swaplevel(axis=1)[[(model, name) for model in dict.fromkeys(column) for name in cells]]
+    wide.columns.names = [None, None]
+    return wide.loc[list(dict.fromkeys(setting))]
+
+
+def _mean_std(mean: float, std: float | None, spec: str) -> str:
+    """"74.57 +- 1.20" ("74.57" without a std, as for one seed or the paper's value; "-" where there is no value)."""
+    if pd.isna(mean):
+        return "-"
+    return f"{mean:{spec}}" if std is None or pd.isna(std) else f"{mean:{spec}} ± {std:{spec}}"
 
 
 def document(*sections: str) -> str:
-    return f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><style>{STYLE}</style></head><body>\n" + \
-        "\n".join(sections) + "\n</body></html>\n"
+    return f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{escape(CITATION)}: Tables 1-2</title>" \
+        f"<style>{STYLE}</style></head><body>\n" + "\n".join(sections) + "\n</body></html>\n"
