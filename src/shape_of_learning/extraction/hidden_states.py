@@ -129,7 +129,7 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
                       for key, value in batch.inputs.items()}
             if next_token:  # the head projects only the positions that predict the loss's tokens
                 positions = next_token.positions(batch.kept)
-                inputs |= {"logits_to_keep": positions.to(input_device), "use_cache": False}
+                inputs |= {"logits_to_keep": positions.to(input_device)}
             try:
                 outputs = _forward(body, inputs)
             except torch.cuda.OutOfMemoryError:

@@ -83,6 +83,7 @@ def _from_pretrained(architecture, location: str, name: str, **kwargs):
     """The model in eval mode and the weights the checkpoint lacked (initialised at random)."""
     try:
         model, info = architecture.from_pretrained(location, **kwargs)
+        model.config.use_cache = False  # a decoder would keep every layer's keys and values for a generation never run
         return model.eval(), list(info["missing_keys"])
     except pickle.UnpicklingError as error:
         culprit = next((line.strip() for line in str(error).splitlines() if "Unsupported global" in line), "")
