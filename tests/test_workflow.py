@@ -114,7 +114,7 @@ def test_adding_a_model_entry_adds_exactly_its_jobs(tmp_path):
     checkpoints = len([0, 1, 2, 4, 50000, 100000, 143000])
     added = {rule: after[rule] - before.get(rule, 0) for rule in after}
     assert added["pin_checkpoint"] == added["extract_hidden_states"] == checkpoints
-    assert added["measure_layers"] == checkpoints * 3  # layers 0-2, 3-5, 6 (the demo's layers_per_job: 3)
+    assert added["measure_layers"] == checkpoints  # layers 0-6 in one job (the demo's layers_per_job: 8)
     assert added["all"] + added["tabulate_metrics"] == 0 and added["assess_checkpoints"] == 1
     assert sum(added.values()) == added["pin_checkpoint"] * 2 + added["measure_layers"] + 1
 

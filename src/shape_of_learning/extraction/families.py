@@ -36,7 +36,7 @@ def model_class(config, kind: str, modality: str, head: bool = True) -> tuple[ty
     if not head:
         return AutoModel, None, "not asked for (extraction.loss.tokens: 0)"
     if modality != "text":
-        return AutoModel, None, f"a {modality} model's head predicts labels the sampled corpus does not carry"
+        return AutoModel, None, f"an {modality} model's head predicts labels the sampled corpus does not carry"
     heads = {"decoder": (AutoModelForCausalLM, NEXT_TOKEN), "encoder": (AutoModelForMaskedLM, MASKED_LM)}
     head, loss = heads.get(kind, (None, None))
     if head is None or type(config) not in head._model_mapping:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     import matplotlib.figure
 
 LOSS_LABELS = {"next-token": "Next-token loss (nats)", "masked-lm": "Masked-LM loss (nats)"}
+TOKENS = {"next-token": "predicted tokens", "masked-lm": "masked tokens"}
 
 
 def loss_across_checkpoints(health: pd.DataFrame, model: str, out_png: Path, out_pdf: Path) -> matplotlib.figure.Figure:
@@ -46,8 +47,9 @@ def loss_across_checkpoints(health: pd.DataFrame, model: str, out_png: Path, out
     ax.set_yscale("log")  # a broken checkpoint's loss can be orders of magnitude off
     for axis in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
         axis(lambda loss, _position: f"{loss:g}")
-    ax.set_ylabel(LOSS_LABELS[rows["loss_kind"].iloc[0]])
-    ax.set_title(f"{model}: loss on the corpus during training ({int(rows['loss_tokens'].iloc[0])} tokens each)")
+    kind = rows["loss_kind"].iloc[0]
+    ax.set_ylabel(LOSS_LABELS[kind])
+    ax.set_title(f"{model}: loss on the corpus during training ({int(rows['loss_tokens'].iloc[0])} {TOKENS[kind]} each)")
     ax.legend(fontsize="small")
     noted = health[(health["model"] == model) & (health["health"].notna() | health["drawn_as"].notna())]
     if len(noted):
