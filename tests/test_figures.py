@@ -32,7 +32,8 @@ def bell(num_layers: int, height: float) -> np.ndarray:
 
 
 def rows(model, kind, checkpoint, step, metric, means, std):
-    return pd.DataFrame({"model": model, "kind": kind, "checkpoint": checkpoint, "step": step, "dtype": "float32",
+    return pd.DataFrame({"model": model, "kind": kind, "checkpoint": checkpoint, "step": step, "random_init": False,
+                         "dtype": "float32",
                          "layer": np.arange(len(means)), "num_layers": len(means) - 1, "after_final_norm": False,
                          "metric": metric, "health": None, "drawn_as": None,
                          "mean": means, "std": std, "batches": 4})

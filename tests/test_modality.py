@@ -6,7 +6,6 @@ import json
 import wave
 
 import numpy as np
-import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import torch
@@ -206,33 +205,6 @@ def test_digit_trained_image_models_learn_and_are_extracted_like_any_checkpoint(
     manifest = run(entry, read_media(corpus)["data"].tolist(), 64, tmp_path / "out")
     assert manifest["layers"] == layers and manifest["family"] == arch
     assert [len(v) for v in shards(tmp_path / "out", layers)] == [64] * (layers + 1)
-
-
-def test_by_modality_draws_one_panel_per_modality_with_styles_by_group(tmp_path):
-    from shape_of_learning.figures.modality import by_modality, model_group
-
-    entries = {"subword": {"kind": "encoder"}, "bytes": {"kind": "encoder", "text_unit": "byte"},
-               "vit": {"kind": "encoder", "modality": "image"}, "cnn": {"kind": "cnn", "modality": "image"}}
-    # as the workflow hands them over: validated, defaults filled
-    entries = {model: validate_model_entry(entry | {"hub_id": "some/model", "layers": 2})
-               for model, entry in entries.items()}
-    groups = {model: model_group(entry) for model, entry in entries.items()}
-    assert groups["bytes"] == {"modality": "text", "group": "byte-level"} and groups["cnn"]["group"] == "CNN"
-    rows = [dict(model=model, kind=entries[model]["kind"], checkpoint="main", step=-1, dtype="float32", layer=layer,
-                 num_layers=2,
-                 after_final_norm=False, metric="avg_cosine", health=None, drawn_as=None, mean=0.1 * layer,
-                 std=0.01, batches=2) for model in entries for layer in range(3)]
-    figure = by_modality(pd.DataFrame(rows), tmp_path / "f.png", tmp_path / "f.pdf", groups=groups, metric="avg_cosine",
-                         flagged="omit")
-    text, image = figure.axes[:2]
-    assert (text.get_title(), image.get_title()) == ("Text", "Image")
-    styles = {line.get_label(): line.get_linestyle() for ax in (text, image) for line in ax.get_lines()}
-    assert styles == {"bytes (byte-level)": ":", "subword (subword-level)": "-", "cnn (CNN)": "--",
-                      "vit (transformer)": "-"}
-    assert "Forward passes in float32." in [text.get_text() for text in figure.texts]  # as the manifests recorded
-    with pytest.raises(ValueError, match=r"\['vit'\] have no modality group"):
-        by_modality(pd.DataFrame(rows), tmp_path / "g.png", tmp_path / "g.pdf",
-                    groups={m: g for m, g in groups.items() if m != "vit"}, metric="avg_cosine", flagged="omit")
 
 
 @pytest.mark.parametrize("pack", ["folder", "zip", "tar"])

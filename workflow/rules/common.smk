@@ -61,6 +61,13 @@ def last_pin(model):
     return paths.lock(model, EXPERIMENT.last_checkpoint(model).name)
 
 
+def architecture_lock(wildcards):
+    """A random-init baseline takes its commit from the lock of the checkpoint whose architecture it is, its model's
+    last, so that both are the same config.json."""
+    baseline = EXPERIMENT.baselines.get(wildcards.model)
+    return last_pin(wildcards.model) if baseline and wildcards.checkpoint == baseline.name else []
+
+
 def shards_dir(path):
     """Hidden-state shards are temporary unless extraction.keep_embeddings: at the paper's scale they are terabytes."""
     return path if config["extraction"]["keep_embeddings"] else temp(path)

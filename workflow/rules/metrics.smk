@@ -22,8 +22,8 @@ rule measure_layers:
 
 rule tabulate_metrics:
     input:
-        metrics=[paths.layer_metrics(model, ckpt.name, group) for model, ckpts in EXPERIMENT.checkpoints.items()
-                 for ckpt in ckpts for group in EXPERIMENT.layer_groups(model)],
+        metrics=[paths.layer_metrics(model, ckpt.name, group) for model in EXPERIMENT.checkpoints
+                 for ckpt in EXPERIMENT.measured(model) for group in EXPERIMENT.layer_groups(model)],
         health=[paths.health(model) for model in EXPERIMENT.checkpoints],
     output:
         values=paths.METRICS_TABLE,

@@ -22,10 +22,12 @@ rule train_model:
         "../scripts/train_model.py"
 
 
-# Runs where the Hub is reachable (the submit host on a cluster); the lock it writes is read by extraction.
+# Runs where the Hub is reachable (the submit host on a cluster); the lock it writes is read by extraction. A
+# random-init baseline's lock copies the commit of its model's final lock (models.pinning.pin_random_init).
 rule pin_checkpoint:
     input:
-        trained_model_dir,
+        trained=trained_model_dir,
+        architecture=architecture_lock,
     output:
         paths.lock(),
     params:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from shape_of_learning import paths
 from shape_of_learning.figures.kinds import FIGURE_KINDS, Figure
 from shape_of_learning.figures.modality import model_group
-from shape_of_learning.models.checkpoints import Checkpoint, checkpoints
+from shape_of_learning.models.checkpoints import Checkpoint, RandomInit, checkpoints, random_init
 
 RAJAEE_PILEHVAR_TABLES = [paths.table(f"rajaee_pilehvar_table{number}.csv") for number in (1, 2)]
 RAJAEE_PILEHVAR_REPORT = paths.table("rajaee_pilehvar_tables.html")
@@ -81,12 +81,18 @@ class Experiment:
     pairs: list[Pair] = field(default_factory=list)
     analyses: list[Analysis] = field(default_factory=list)  # Tables 1-2; the pairs' on the first split: Figures 1-2
     training_data: list[str] = field(default_factory=list)  # dataset splits fine-tuned on, left out of evaluations
+    # random-initialisation baselines, kept apart from `checkpoints` (what health, series and fine-tuning read)
+    baselines: dict[str, RandomInit] = field(default_factory=dict)
 
     def figure(self, name: str) -> Figure:
         return next(figure for figure in self.figures if figure.name == name)
 
+    def measured(self, model: str) -> list[Checkpoint]:
+        """The checkpoints extracted and measured: the model's own, and its random-init baseline where planned."""
+        return self.checkpoints[model] + ([self.baselines[model]] if model in self.baselines else [])
+
     def checkpoint(self, model: str, name: str) -> Checkpoint:
-        for ckpt in self.checkpoints[model]:
+        for ckpt in self.measured(model):
             if ckpt.name == name:
                 return ckpt
         raise KeyError(f"model {model!r} has no checkpoint {name!r}")
@@ -154,6 +160,7 @@ def plan(config: dict) -> Experiment:
     for kind, entry in config["figures"].items():
         if kind in FIGURE_KINDS:
             experiment.figures += plan_figures(kind, entry, {**config, "models": models})
+    experiment.baselines = plan_baselines(experiment)
     if pairs:
         section, seeds = config["finetuning"], tuple(config["finetuning"]["seeds"])
         experiment.pairs = pairs
@@ -183,6 +190,16 @@ def seed_models(config: dict) -> dict[str, dict]:
                                  f"{name!r}; rename one of them")
             found[run] = {**entry, "finetune": {**entry["finetune"], "seed": seed}}
     return found
+
+
+def plan_baselines(experiment: Experiment) -> dict[str, RandomInit]:
+    """A random-init baseline for each model of a figure that draws baselines (its `random_init_seed`), unless a
+    checkpoint of the model is step 0 (a training run's initialisation: the baseline already). Built from the
+    architecture of the model's last checkpoint."""
+    seeds = {model: figure.arguments["random_init_seed"] for figure in experiment.figures
+             if "random_init_seed" in figure.arguments for model in figure.models}
+    return {model: random_init(experiment.last_checkpoint(model), seed) for model, seed in seeds.items()
+            if not any(ckpt.step == 0 for ckpt in experiment.checkpoints[model])}
 
 
 def plan_figures(kind: str, entry: dict | list, config: dict) -> list[Figure]:

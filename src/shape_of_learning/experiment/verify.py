@@ -20,11 +20,12 @@ RAJAEE_PILEHVAR_VALUES = ["performance", "isotropy", "isotropy_u_only"]
 
 
 def expected_rows(experiment: Experiment, metrics: list[str], batches: int) -> set[tuple]:
-    """The (model, checkpoint, layer, metric, batch) rows of a complete metrics table."""
+    """The (model, checkpoint, layer, metric, batch) rows of a complete metrics table, random-init baselines'
+    included."""
     return {
         (model, ckpt.name, layer, metric, batch)
-        for model, ckpts in experiment.checkpoints.items()
-        for ckpt in ckpts
+        for model in experiment.checkpoints
+        for ckpt in experiment.measured(model)
         for layer, metric, batch in itertools.product(experiment.hidden_states(model), metrics, range(batches))
     }
 

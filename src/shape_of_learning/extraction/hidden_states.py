@@ -90,7 +90,8 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
     weights_format = pin.get("weights_format", "safetensors")  # locks written before PyTorch files were allowed
     model, input_device, loss_kind, no_loss = load_model(checkpoint.location, revision, config, dtype, device,
                                                          trust_remote_code, weights_format, name, kind=entry["kind"],
-                                                         modality=modality, head=bool((loss or {}).get("tokens")))
+                                                         modality=modality, head=bool((loss or {}).get("tokens")),
+                                                         init_seed=pin.get("init_seed"))  # a RandomInit's lock
     next_token = NextTokenLoss(loss["tokens"], n_tokens) if loss_kind == NEXT_TOKEN else None
     body = model if next_token else model.base_model  # a masked-LM head has nothing to predict in this pass
     load_seconds = time.perf_counter() - started

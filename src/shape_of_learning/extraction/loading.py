@@ -41,14 +41,24 @@ def device_and_dtype(dtype: str, device: str) -> tuple[str, torch.dtype]:
 
 def load_model(location: str, revision: str | None, config, dtype: torch.dtype, device: str,
                trust_remote_code: bool, weights_format: str = "safetensors", name: str = "", *, kind: str = "",
-               modality: str = "text", head: bool = True) -> tuple:
+               modality: str = "text", head: bool = True, init_seed: int | None = None) -> tuple:
     """The model in eval mode, the device its inputs go to, and the loss its head can report (None and why not),
-    from the pinned weight format only.
+    from the pinned weight format only; with `init_seed` (a random-init baseline, `models.checkpoints.RandomInit`),
+    the architecture of `config` with random weights instead, seeded, no weights read.
 
     The class is `families.model_class`'s (without a head where `head` is False). A checkpoint without the head's
     weights (a sentence-transformers model, an encoder fine-tuned without its head) loads all the same, its hidden
     states unchanged, and reports no loss: a randomly initialised head measures nothing.
     """
+    if init_seed is not None:
+        architecture = model_class(config, kind, modality, head=False)[0]
+        with torch.random.fork_rng(devices=[]):  # the seed alone sets the weights; the caller's RNG is left as it was
+            torch.manual_seed(init_seed)
+            # float32 init on CPU, then cast: the same weights whatever the device and dtype
+            model = architecture.from_config(config, trust_remote_code=trust_remote_code)
+        model.config.use_cache = False
+        return (model.to(device=device, dtype=dtype).eval(), torch.device(device), None,
+                "random initialisation: its head was never trained")
     kwargs = dict(config=config, revision=revision, dtype=dtype, use_safetensors=weights_format == "safetensors",
                   weights_only=True, trust_remote_code=trust_remote_code, output_loading_info=True)
     architecture, loss, reason = model_class(config, kind, modality, head)

@@ -1,5 +1,6 @@
-"""Godey et al. (2023), "Is Anisotropy Inherent to Transformers?": a metric per relative depth, one panel per
-modality, transformers against CNNs and subword against character- and byte-level text models."""
+"""Godey et al. (2023), "Is Anisotropy Inherent to Transformers?": metrics per relative depth, one panel per
+modality and metric, transformers against CNNs and subword against character- and byte-level text models, each
+beside the same architecture at initialisation."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from shape_of_learning.corpus import MODALITIES
-from shape_of_learning.figures.rows import final_checkpoints, select
+from shape_of_learning.figures.rows import final_checkpoints, initial_checkpoints, select
 from shape_of_learning.figures.style import footnote, metric_label, new_figure, palette, plot_band, save
 
 if TYPE_CHECKING:
     import matplotlib.figure
 
 GROUP_STYLES = {"subword-level": "-", "character-level": "--", "byte-level": ":", "transformer": "-", "CNN": "--"}
+BASELINE_STYLE = dict(linewidth=1.0, alpha=0.6, marker="x", markersize=4)  # thin, faded, in the model's colour
 
 
 def model_group(entry: dict) -> dict:
@@ -28,35 +30,57 @@ def model_group(entry: dict) -> dict:
 
 
 def by_modality(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, groups: dict[str, dict],
-                metric: str, models: Iterable[str] | None = None, flagged: str) -> matplotlib.figure.Figure:
-    """Godey et al. (2023), "Is Anisotropy Inherent to Transformers?": a metric per relative depth (0 = embedding
-    output or first stage, 1 = last block or stage) at each model's final checkpoint, one panel per modality. Line
-    style: transformers solid, CNNs dashed; subword text models solid, character-level dashed, byte-level dotted. The
-    paper finds high average cosine in transformers of every modality, character- and byte-level ones included, and
-    not in CNNs.
+                metrics: list[str], random_init_seed: int, models: Iterable[str] | None = None,
+                flagged: str) -> matplotlib.figure.Figure:
+    """Godey et al. (2023), "Is Anisotropy Inherent to Transformers?": each metric per relative depth (0 = embedding
+    output or first stage, 1 = last block or stage) at each model's final checkpoint, one panel per modality and
+    metric, and in the same colour, thin with x markers, the same architecture at initialisation: its step-0
+    checkpoint, else its config with seeded random weights. Line style: transformers solid, CNNs dashed; subword text
+    models solid, character-level dashed, byte-level dotted. The paper finds high average cosine in transformers of
+    every modality, character- and byte-level ones included, and not in CNNs. ResNet's states follow a ReLU, so their
+    entries are non-negative and any two of them have a cosine >= 0, trained or not: read ResNet against its own
+    initialisation and in the centred cosine (the mean vector removed), not against zero.
 
     `groups` maps each model to ``{"modality": ..., "group": ...}`` (`model_group`), which sets its panel and line
-    style. Bands mean +- std across batches; y shared between panels. The final checkpoint is chosen among those whose
-    weights are their own, as in `anisotropy_by_layer`.
+    style. Bands mean +- std across batches; y shared within a metric's row. The final checkpoint is chosen among
+    those whose weights are their own, as in `anisotropy_by_layer`; the initialisation is `rows.initial_checkpoints`'s.
     """
-    rows, noted = final_checkpoints(select(summary, [metric], models), flagged)
+    rows = select(summary, metrics, models, baselines=True)
+    finals, noted = final_checkpoints(rows[~rows["random_init"]], flagged)
+    initial = initial_checkpoints(rows)
     if missing := sorted(set(rows["model"]) - set(groups)):
         raise ValueError(f"model(s) {missing} have no modality group; pass groups for every plotted model")
     modalities = [m for m in MODALITIES if any(groups[model]["modality"] == m for model in rows["model"].unique())]
-    figure, axes = new_figure(len(modalities), 5.0, sharey=True)
+    figure, axes = new_figure(len(modalities), 5.0, sharey=True, nrows=len(metrics))
     colours = dict(zip(sorted(rows["model"].unique()), palette(rows["model"].nunique())))
-    for ax, modality in zip(axes, modalities):
-        for model, line in rows.groupby("model"):
-            group = groups[model]
-            if group["modality"] != modality:
-                continue
-            plot_band(ax, line["layer"] / line["num_layers"], line["mean"], line["std"], color=colours[model],
-                      linestyle=GROUP_STYLES.get(group["group"], "-"), marker="o", markersize=3,
-                      label=f"{model} ({group['group']})")
-        ax.set_title(modality.capitalize())
-        ax.set_xlabel("Relative depth (layer / number of layers)")
-        ax.legend(fontsize="small")
-    axes[0].set_ylabel(metric_label(metric))
-    figure.suptitle(f"{metric_label(metric)} across layers by modality: transformers vs CNNs, characters vs subwords")
-    footnote(figure, rows, noted, flagged)
+    for row, metric in enumerate(metrics):
+        for column, modality in enumerate(modalities):
+            ax = axes[row * len(modalities) + column]
+            for model in sorted(model for model in colours if groups[model]["modality"] == modality):
+                style = dict(color=colours[model], linestyle=GROUP_STYLES.get(groups[model]["group"], "-"))
+                line = finals[(finals["model"] == model) & (finals["metric"] == metric)]
+                plot_band(ax, line["layer"] / line["num_layers"], line["mean"], line["std"], marker="o", markersize=3,
+                          label=f"{model} ({groups[model]['group']})", **style)
+                start = initial[(initial["model"] == model) & (initial["metric"] == metric)]
+                ax.plot(start["layer"] / start["num_layers"], start["mean"], label=f"_{model} at initialisation",
+                        **style, **BASELINE_STYLE)
+            ax.set_title(modality.capitalize() if row == 0 else "")
+            ax.set_xlabel("Relative depth (layer / number of layers)")
+            if column == 0:
+                ax.set_ylabel(metric_label(metric))
+            if row == 0:
+                ax.plot([], [], color="grey", label="at initialisation", **BASELINE_STYLE)
+                ax.legend(fontsize="small")
+    figure.suptitle("Across layers by modality, trained and at initialisation: transformers vs CNNs, characters vs "
+                    "subwords")
+    footnote(figure, rows, noted, flagged, initialisation_text(initial, random_init_seed))
     return save(figure, out_png, out_pdf)
+
+
+def initialisation_text(initial: pd.DataFrame, seed: int) -> str:
+    """Which initialisation each model is drawn with: a step-0 checkpoint, or random weights of `seed`."""
+    random = sorted(initial.loc[initial["random_init"], "model"].unique())
+    step0 = sorted(initial.loc[~initial["random_init"], "model"].unique())
+    parts = [f"step 0 of its training ({', '.join(step0)})"] * bool(step0)
+    parts += [f"its config.json with random weights, torch seed {seed} ({', '.join(random)})"] * bool(random)
+    return "At initialisation: " + "; ".join(parts) + "."

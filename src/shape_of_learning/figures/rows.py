@@ -16,11 +16,18 @@ logger = logging.getLogger(__name__)
 FLAGGED_POLICIES = ("omit", "mark")
 
 
-def select(summary: pd.DataFrame, metrics: Iterable[str], models: Iterable[str] | None = None) -> pd.DataFrame:
+def select(summary: pd.DataFrame, metrics: Iterable[str], models: Iterable[str] | None = None, *,
+           baselines: bool = False) -> pd.DataFrame:
     """The summary rows of `metrics` (and of `models`, default all), checked: every requested model has every
-    requested metric and no (model, checkpoint, layer, metric) appears twice. Sorted by model, step, layer."""
+    requested metric and no (model, checkpoint, layer, metric) appears twice. Sorted by model, step, layer.
+
+    Random-init baselines (`random_init`) are no checkpoint of their model's training: left out unless `baselines`,
+    so that no series, health verdict or final-checkpoint choice ever sees one."""
     if missing := [column for column in SUMMARY_COLUMNS if column not in summary.columns]:
-        raise ValueError(f"summary lacks column(s) {missing}; a summary table has {SUMMARY_COLUMNS}")
+        raise ValueError(f"summary lacks column(s) {missing}; a summary table has {SUMMARY_COLUMNS} (a summary "
+                         "written by an older version: rerun its job, `snakemake -R tabulate_metrics`)")
+    if not baselines:
+        summary = summary[~summary["random_init"]]
     metrics = [metrics] if isinstance(metrics, str) else list(metrics)
     available_metrics = sorted(summary["metric"].unique())
     if missing := [metric for metric in metrics if metric not in available_metrics]:
@@ -134,3 +141,17 @@ def final_checkpoints(rows: pd.DataFrame, flagged: str) -> tuple[pd.DataFrame, p
     final_steps = rows.groupby("model")["step"].max()
     at_the_end = noted["step"].to_numpy() >= noted["model"].map(final_steps).fillna(-1).to_numpy()
     return rows, noted.loc[at_the_end]
+
+
+def initial_checkpoints(rows: pd.DataFrame) -> pd.DataFrame:
+    """Each model's rows at initialisation, its floor before any training: its step-0 checkpoint (a training run's
+    first, when its health finds it to be its step's model), else its random-init baseline (`random_init`); rows
+    selected with `select(..., baselines=True)`. A model with neither is an error: the plan gives every model of a
+    figure that draws baselines one (`shape_of_learning.experiment.dag.plan_baselines`)."""
+    step0 = rows[(rows["step"] == 0) & ~rows["random_init"] & rows["health"].isna()]
+    found = pd.concat([step0, rows[rows["random_init"] & ~rows["model"].isin(step0["model"])]])
+    if missing := sorted(set(rows["model"]) - set(found["model"])):
+        raise ValueError(f"model(s) {missing} have no rows at initialisation: no step-0 checkpoint that is its step's "
+                         "model, and no random-init baseline (which the plan measures for every model without a "
+                         "step-0 checkpoint)")
+    return found.sort_values(["model", "layer"], ignore_index=True)

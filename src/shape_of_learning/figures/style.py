@@ -71,14 +71,16 @@ def plot_band(ax, x, mean, std, hollow=None, **line_style) -> None:
         ax.scatter(x[hollow], mean[hollow], s=40, facecolors="white", edgecolors=line.get_color(), zorder=3)
 
 
-def new_figure(ncols: int, width_per_panel: float, sharey: bool) -> tuple[matplotlib.figure.Figure, list]:
+def new_figure(ncols: int, width_per_panel: float, sharey: bool, nrows: int = 1) -> tuple[matplotlib.figure.Figure,
+                                                                                           list]:
+    """A figure of `nrows` x `ncols` panels, their axes row by row; `sharey` shares y within each row."""
     import matplotlib.figure
     import seaborn as sns
 
     with sns.axes_style("whitegrid"), sns.plotting_context("notebook", font_scale=0.9):
-        figure = matplotlib.figure.Figure(figsize=(width_per_panel * ncols, 4.2), layout="constrained")
-        axes = figure.subplots(1, ncols, sharey=sharey, squeeze=False)[0]
-    return figure, list(axes)
+        figure = matplotlib.figure.Figure(figsize=(width_per_panel * ncols, 4.2 * nrows), layout="constrained")
+        axes = figure.subplots(nrows, ncols, sharey="row" if sharey else False, squeeze=False)
+    return figure, list(axes.flat)
 
 
 def palette(n: int) -> list:

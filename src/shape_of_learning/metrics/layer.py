@@ -36,6 +36,7 @@ def measure_layer(shard: Path, manifest: dict, *, layer: int, kind: str, setting
         kind=kind,
         checkpoint=manifest["checkpoint"],
         step=manifest["step"],
+        random_init=manifest.get("init_seed") is not None,  # a RandomInit's lock gives its manifest the seed
         dtype=manifest["dtype"],  # of the forward pass, as extraction resolved extraction.dtype
         layer=layer,
         num_layers=manifest["layers"],

@@ -10,7 +10,9 @@ import pandas as pd
 
 from shape_of_learning.health.assess import VERDICT_COLUMNS
 
-KEYS = ["model", "kind", "checkpoint", "step", "dtype", "layer", "num_layers", "after_final_norm", "metric"]
+# random_init: the rows of a random-init baseline (models.checkpoints.RandomInit), which no checkpoint health covers
+KEYS = ["model", "kind", "checkpoint", "step", "random_init", "dtype", "layer", "num_layers", "after_final_norm",
+        "metric"]
 LAYER_COLUMNS = [*KEYS, "batch", "value", "duplicates_removed"]  # one metrics job's file
 VALUE_COLUMNS = [*LAYER_COLUMNS, *VERDICT_COLUMNS]
 SUMMARY_COLUMNS = [*KEYS, *VERDICT_COLUMNS, "mean", "std", "batches"]
@@ -24,6 +26,8 @@ def build_tables(metric_files, health_files) -> tuple[pd.DataFrame, pd.DataFrame
     std is the sample standard deviation (ddof=1) over batches: NaN where a layer has a single batch.
     """
     values = pd.concat([pd.read_parquet(path) for path in metric_files], ignore_index=True)
+    # layer files written before baselines existed lack the column: all of them measured trained weights
+    values["random_init"] = values.reindex(columns=["random_init"])["random_init"].eq(True)
     health = pd.concat([pd.read_parquet(path) for path in health_files], ignore_index=True)
     values = values.merge(health[["model", "checkpoint", *VERDICT_COLUMNS]], on=["model", "checkpoint"],
                           how="left", validate="many_to_one")

@@ -13,6 +13,8 @@ checkpoint ``main`` saved under `paths.finetuned_model`, see `shape_of_learning.
 - a list of mappings ``{name, revision, hub_id, step}``, for checkpoints that live in their own repository (TinyLlama).
 
 For a directory source (path/package) a checkpoint other than ``main`` is the subdirectory named by its revision.
+A model's random-initialisation baseline (`RandomInit`, named ``random-init``) is not expanded from its entry: the
+plan adds it where a figure draws one (`shape_of_learning.experiment.dag`), so the name is reserved.
 Entries arrive validated by ``workflow/schemas/model.schema.yaml`` (one source, the shapes above, defaults filled);
 here live only the checks a schema cannot express: names safe in paths, duplicates, schedules, installed packages.
 Everything here is pure and offline: it runs while Snakemake builds the DAG.
@@ -28,6 +30,7 @@ from shape_of_learning import paths
 from shape_of_learning.models.schedules import log_then_linear
 
 SOURCES = ("hub_id", "path", "package", "train", "finetune")
+RANDOM_INIT = "random-init"  # the name of every `RandomInit` checkpoint
 SAFE_NAME = re.compile(r"[A-Za-z0-9._-]+")
 # step1000, global_step1000, step-1431k-3T (TinyLlama, thousands), step20000-tokens84B (OLMo)
 _STEP_IN_NAME = re.compile(r"step[-_]?(\d+)(k?)(?![0-9A-Za-z])", re.IGNORECASE)
@@ -41,6 +44,21 @@ class Checkpoint:
     location: str  # hub repo id or local directory
     revision: str | None  # hub branch/tag/sha; None for local directories
     step: int  # training step, -1 where the checkpoint is not a training step
+
+
+@dataclass(frozen=True)
+class RandomInit(Checkpoint):
+    """A model's architecture with seeded random weights: the config.json of `location` at `revision` (pinned to the
+    commit of the model's final checkpoint, `pinning.pin_random_init`), built with ``from_config`` after
+    ``torch.manual_seed(seed)``. It is no step of the model's training (step -1), so it has no health verdict and no
+    place in a series: only the figures that ask for baselines read its rows (`figures.rows.select`)."""
+
+    seed: int
+
+
+def random_init(final: Checkpoint, seed: int) -> RandomInit:
+    """The random-initialisation baseline of `final`'s model: its architecture at `final`'s location and revision."""
+    return RandomInit(final.model, RANDOM_INIT, final.source, final.location, final.revision, -1, seed)
 
 
 def parse_step(name: str) -> int:
@@ -80,6 +98,9 @@ def checkpoints(model: str, entry: dict) -> list[Checkpoint]:
                  for step in _schedule_steps(model, entry["train"]["steps"], "train.steps")]
     else:
         found = [_checkpoint(model, source, entry, item) for item in _revision_items(model, spec)]
+    if any(c.name == RANDOM_INIT for c in found):
+        raise ValueError(f"model {model!r}: the checkpoint name {RANDOM_INIT!r} is reserved for the random-"
+                         "initialisation baseline the plan adds; give the checkpoint another `name`")
     duplicates = sorted(name for name, count in Counter(c.name for c in found).items() if count > 1)
     if duplicates:
         raise ValueError(f"model {model!r}: duplicate checkpoint names {duplicates}; give each a distinct `name`")

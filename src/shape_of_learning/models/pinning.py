@@ -23,7 +23,7 @@ from huggingface_hub import HfApi, constants
 from huggingface_hub.errors import HfHubHTTPError, HTTPError, OfflineModeIsEnabled
 
 from shape_of_learning.models import hf_cache, revisions
-from shape_of_learning.models.checkpoints import Checkpoint
+from shape_of_learning.models.checkpoints import Checkpoint, RandomInit
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +46,9 @@ def pin(checkpoint: Checkpoint, weights: str = "auto") -> dict:
     on the Hub, for `revisions.check_revisions_offline`) is None where they came from the cache or a directory.
     Locks written before these two keys existed stay readable (`read_lock`).
     """
+    if isinstance(checkpoint, RandomInit):  # its location's weights are the trained ones: never its lock
+        raise ValueError(f"{checkpoint.model}/{checkpoint.name} is a random-init baseline: pin it with "
+                         "pin_random_init, from the lock of the checkpoint it is built from")
     if weights not in WEIGHT_FORMATS:
         raise ValueError(f"weights must be one of {WEIGHT_FORMATS}, got {weights!r}")
     where = checkpoint.location + (f"@{checkpoint.revision}" if checkpoint.revision else "")
@@ -60,6 +63,19 @@ def pin(checkpoint: Checkpoint, weights: str = "auto") -> dict:
                 weights_format=weights_format, weights=dict(sorted(chosen.items())), weights_digest=digest,
                 weight_bytes={name: sizes[name] for name in sorted(chosen) if sizes.get(name) is not None},
                 repository_refs=refs)
+
+
+def pin_random_init(checkpoint: RandomInit, final: dict) -> dict:
+    """The lock of a random-init baseline: the commit of its model's final checkpoint (`final`, that checkpoint's
+    lock), whose config.json gives the architecture, no weight files (none is loaded) and the seed, `init_seed`.
+    Taking the commit from the final lock, not from the Hub again, makes the two the same architecture."""
+    if (final["model"], final["location"]) != (checkpoint.model, checkpoint.location):
+        raise ValueError(f"{checkpoint.model}/{checkpoint.name}: the final lock given is of {final['model']} at "
+                         f"{final['location']}; pass the lock of the checkpoint it is built from")
+    return dict(model=checkpoint.model, checkpoint=checkpoint.name, step=checkpoint.step, source=checkpoint.source,
+                location=checkpoint.location, revision=checkpoint.revision, commit_sha=final["commit_sha"],
+                weights_format=None, weights={}, weights_digest=None, weight_bytes={}, repository_refs=None,
+                init_seed=checkpoint.seed, architecture_of=final["checkpoint"])
 
 
 def read_lock(path) -> dict:
