@@ -54,14 +54,25 @@ def checkpoints_of(entry: dict) -> int:
     return len(log_then_linear(**spec.get("schedule", spec)))
 
 
+def has_step0(entry: dict) -> bool:
+    """Whether a model entry names a step-0 checkpoint: a schedule starting at 0, a `step0` revision, or `step: 0`."""
+    spec = entry["train"]["steps"] if "train" in entry else entry.get("checkpoints")
+    if isinstance(spec, dict):
+        return 0 in log_then_linear(**spec.get("schedule", spec))
+    return any(item == "step0" or isinstance(item, dict) and item.get("step") == 0 for item in spec or [])
+
+
 def expected_jobs(config: dict) -> dict[str, int]:
     models, figures, per_job = config["models"], config["figures"], config["metrics"]["layers_per_job"]
     seeds = len(config["finetuning"]["seeds"]) if "finetuning" in config else 0
     runs = {name: seeds if "finetune" in entry else 1 for name, entry in models.items()}  # a model per seed's run
     checkpoints = {name: checkpoints_of(entry) * runs[name] for name, entry in models.items()}
-    jobs = {"pin_checkpoint": sum(checkpoints.values()), "extract_hidden_states": sum(checkpoints.values()),
+    # the modality figure's models without a step-0 checkpoint are measured once more, at random initialisation
+    measured = checkpoints | {name: checkpoints[name] + 1 for name in figures.get("by_modality", {}).get("models", [])
+                              if not has_step0(models[name])}
+    jobs = {"pin_checkpoint": sum(measured.values()), "extract_hidden_states": sum(measured.values()),
             "measure_layers": sum(count * math.ceil((models[name]["layers"] + 1) / per_job)
-                                  for name, count in checkpoints.items()),
+                                  for name, count in measured.items()),
             "assess_checkpoints": sum(runs.values()),  # one health table per model (per seed's run)
             "train_model": sum("train" in entry for entry in models.values()),
             "sample_media": sum(f"{modality}_corpus" in config for modality in ("image", "audio")),
@@ -191,6 +202,9 @@ def test_end_to_end_ci_preset_produces_every_figure_and_a_complete_table(tmp_pat
     summary = pd.read_parquet(tmp_path / "results/tables/summary.parquet")
     cosine = summary[(summary["metric"] == "avg_cosine") & (summary["step"] == 40)].groupby("model")["mean"]
     assert set(cosine.groups) >= {"demo-vit", "demo-resnet"}  # the digit-trained ViT and CNN, measured end to end
+    baselines = summary[summary["random_init"]]  # MiniLM's alone: the demo's trained models have a step0
+    assert set(zip(baselines["model"], baselines["checkpoint"])) == {("all-MiniLM-L6-v2", "random-init")}
+    assert json.loads((tmp_path / "results/manifests/all-MiniLM-L6-v2/random-init.json").read_text())["init_seed"] == 0
     manifest = json.loads((tmp_path / "results/manifests/demo-resnet/step40.json").read_text())
     assert manifest["modality"] == "image" and manifest["layers"] == 3 and manifest["tokens_per_layer"] == 1024
     assert set(summary["dtype"]) == {"float32"}  # on CPU, extraction.dtype auto runs float32
