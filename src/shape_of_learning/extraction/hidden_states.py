@@ -174,7 +174,7 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
             for write in writes:  # the previous batch, so that at most one batch waits in memory
                 write.result()
             writes = [writers.submit(shard.append, vectors, **index) for shard, (vectors, index) in zip(shards, kept)
-                      if len(vectors)]  # a layer already full (CNN stages fill at different rates) takes nothing
+                      if len(vectors)]  # a batch of skipped items (a short CANINE window) keeps nothing
             progress.update(min(filled) - progress.n)
             start += len(batch.items)
         for write in writes:
