@@ -14,9 +14,10 @@ import transformers
 
 from shape_of_learning.corpus.media import decode_audio, read_media, sample_media, write_media
 from shape_of_learning.experiment.config import validate_config, validate_model_entry
-from shape_of_learning.extraction.families import depth
+from shape_of_learning.extraction.families import depth, last_layer_after_final_norm, model_class, random_model
 from shape_of_learning.extraction.hidden_states import extract
 from shape_of_learning.extraction.inputs import as_tokens
+from shape_of_learning.extraction.loading import parameter_count
 from shape_of_learning.extraction.shards import read_shard
 from shape_of_learning.models.checkpoints import checkpoints
 
@@ -220,6 +221,64 @@ def test_audio_frames_are_a_solo_pass_s_and_padding_is_not_kept(family, tmp_path
     assert manifest["windows_used"] == manifest["items_used"] == 3 and manifest["positions_per_item"] is None
     with pytest.raises(ValueError, match="3 clips yield"):
         run(entry, clips, sum(frames) + 1, tmp_path / "more")
+
+
+def extraction_model(config):
+    """The model as extraction loads it (families.model_class), randomly initialised."""
+    return random_model(model_class(config, "encoder", "text", head=False)[0], config)
+
+
+SPEECH = dict(num_hidden_layers=2, conv_dim=(16, 16), conv_stride=(5, 4), conv_kernel=(10, 8),
+              num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, **TINY)
+FINAL_NORM_FAMILIES = {  # family: (model, its inputs)
+    "t5": (lambda: extraction_model(transformers.T5Config(d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2,
+                                                          vocab_size=384)),
+           {"input_ids": torch.arange(3, 40)[None]}),
+    "canine": (lambda: extraction_model(transformers.CanineConfig(num_hidden_layers=2, num_hash_buckets=64,
+                                                                  num_hash_functions=2, **TINY)),
+               {"input_ids": torch.arange(60, 124)[None]}),
+    "whisper": (lambda: extraction_model(transformers.WhisperConfig(
+        encoder_layers=2, decoder_layers=1, d_model=32, encoder_attention_heads=2, decoder_attention_heads=2,
+        encoder_ffn_dim=64, decoder_ffn_dim=64, num_mel_bins=8, max_source_positions=16)),
+        {"input_features": torch.randn(1, 8, 32)}),
+    "wav2vec2-base": (lambda: extraction_model(transformers.Wav2Vec2Config(**SPEECH)),
+                      {"input_values": torch.randn(1, 4000)}),
+    "wav2vec2-stable": (lambda: extraction_model(transformers.Wav2Vec2Config(
+        feat_extract_norm="layer", do_stable_layer_norm=True, **SPEECH)), {"input_values": torch.randn(1, 4000)}),
+    "hubert": (lambda: extraction_model(transformers.HubertConfig(**SPEECH)), {"input_values": torch.randn(1, 4000)}),
+    **{family: (build, {"pixel_values": torch.randn(1, 3, 64 if family == "efficientnet" else 32, 64 if family ==
+                                                     "efficientnet" else 32)})
+       for family, (build, *_) in IMAGE_FAMILIES.items()},
+}
+
+
+@pytest.mark.parametrize("family", list(FINAL_NORM_FAMILIES))
+def test_final_norm_fact_of_each_family_matches_its_forward_pass(family):
+    """The last hidden state is a final norm's output (a norm module outside the numbered blocks) exactly where
+    `last_layer_after_final_norm` says so: T5 and Whisper encoders end in one; wav2vec 2.0 and HuBERT record their
+    last block's output even when pre-LN ("stable"); post-LN encoders, vision transformers and CNNs (whose last
+    norms, if any, act on the pooled output) do not."""
+    build, inputs = FINAL_NORM_FAMILIES[family]
+    torch.manual_seed(0)
+    model, outputs = build().eval(), []
+    for name, module in model.named_modules():
+        is_norm = type(module).__name__.endswith("Norm") or isinstance(
+            module, (torch.nn.LayerNorm, torch.nn.GroupNorm, torch.nn.BatchNorm2d))
+        if is_norm and not any(part.isdigit() for part in name.split(".")):
+            module.register_forward_hook(lambda module, args, output: outputs.append(output))
+    with torch.no_grad():
+        last = model(**inputs, output_hidden_states=True).hidden_states[-1]
+    after = any(torch.is_tensor(out) and out.shape == last.shape and torch.equal(out, last) for out in outputs)
+    assert last_layer_after_final_norm(model.config) is after
+    assert after is (family in ("t5", "whisper"))
+
+
+@pytest.mark.parametrize("family", ["t5", "whisper", "vit"])
+def test_models_without_from_config_are_sized_and_built(family):
+    """On a GPU, extraction sizes a model on the meta device before loading it; T5's and Whisper's encoder classes
+    have no `from_config` (the Auto classes do)."""
+    model = FINAL_NORM_FAMILIES[family][0]()
+    assert parameter_count(type(model), model.config, False) == sum(p.numel() for p in model.parameters())
 
 
 def test_byte_level_t5_keeps_bytes_not_eos(tmp_path):
