@@ -30,9 +30,9 @@ KIND_TITLES = {"encoder": "Encoders", "decoder": "Decoders", "cnn": "CNNs"}  # F
 def anisotropy_by_layer(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, metric: str,
                         models: Iterable[str] | None = None, flagged: str) -> matplotlib.figure.Figure:
     """Figure 1 of the paper: a metric of every layer at each model's final checkpoint, encoders and decoders in two
-    panels (and CNNs, `kind: cnn`, in a third: their layers are stages, not blocks); x is the layer index (0 = embedding output), or the relative depth layer / number of layers in a panel
-    whose models differ in depth. The paper finds flat profiles for encoders and a bell shape, peaking in the middle
-    layers, for decoders.
+    panels (and CNNs, `kind: cnn`, in a third: their layers are stages, not blocks); x is the layer index (0 =
+    embedding output), or the relative depth layer / number of layers in a panel whose models differ in depth. The
+    paper finds flat profiles for encoders and a bell shape, peaking in the middle layers, for decoders.
 
     The final checkpoint is the one with the largest step (a model with a single checkpoint, e.g. step -1, uses it),
     among the checkpoints that are their step's model unless `flagged="mark"` (then one that is not is drawn dashed;
