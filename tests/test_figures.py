@@ -95,6 +95,15 @@ def test_anisotropy_by_layer_single_kind_and_band(summary, tmp_path):
     np.testing.assert_allclose([band.min(), band.max()], [bell(4, 0.6).min() - 0.01, bell(4, 0.6).max() + 0.01])
 
 
+def test_anisotropy_by_layer_draws_cnns_in_their_own_panel(summary, tmp_path):
+    cnn = rows("cnn4", "cnn", "main", -1, "anisotropy", np.linspace(0.2, 0.6, 5), 0.01)
+    figure = figures.anisotropy_by_layer(pd.concat([summary, cnn]), *outputs(tmp_path, "all"), **FIGURE_1)
+    assert [ax.get_title() for ax in figure.axes] == ["Encoders", "Decoders", "CNNs"]
+    np.testing.assert_allclose(plotted(figure.axes[2])["cnn4"][1], np.linspace(0.2, 0.6, 5))
+    (alone,) = figures.anisotropy_by_layer(cnn, *outputs(tmp_path, "cnn"), **FIGURE_1).axes
+    assert alone.get_title() == "CNNs" and list(plotted(alone)) == ["cnn4"]
+
+
 def test_profile_across_checkpoints_one_line_per_step(summary, tmp_path, caplog):
     figure = figures.profile_across_checkpoints(summary, "dec4", *outputs(tmp_path, "fig3"), **FIGURE_1)
     assert_written(tmp_path, "fig3")

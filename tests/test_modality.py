@@ -13,8 +13,10 @@ import transformers
 
 from shape_of_learning.corpus.media import decode_audio, read_media, sample_media, write_media
 from shape_of_learning.experiment.config import validate_config, validate_model_entry
-from shape_of_learning.extraction.families import depth
+from shape_of_learning.extraction.families import depth, last_layer_after_final_norm, model_class, random_model
 from shape_of_learning.extraction.hidden_states import extract
+from shape_of_learning.extraction.inputs import as_tokens
+from shape_of_learning.extraction.loading import parameter_count
 from shape_of_learning.extraction.shards import read_shard
 from shape_of_learning.models.checkpoints import checkpoints
 
@@ -82,111 +84,249 @@ def test_digits_are_sampled_with_a_seed_and_stored_verified(digits, tmp_path):
         sample_media(media_spec({"local_path": str(folder), "count": 3, "seed": 0}), "audio")
 
 
-def test_vit_keeps_patches_not_cls_and_matches_a_direct_call(digits, tmp_path):
-    config = transformers.ViTConfig(image_size=32, patch_size=8, num_hidden_layers=2, **TINY)
-    processor = transformers.ViTImageProcessor(size={"height": 32, "width": 32})
-    entry = save(transformers.ViTModel(config), processor, tmp_path / "vit", 2, "image")
-    images = digits["data"].tolist()
-    manifest = run(entry, images, 50, tmp_path / "out")  # 16 patches per image: 4 images, the last one cut
-    assert manifest["windows_used"] == 4 and manifest["modality"] == "image"
-    model = transformers.ViTModel.from_pretrained(entry["path"]).eval()
+def stored(out_dir, layer):
+    """One layer's vectors and their (item, position) index."""
+    path = out_dir / f"layer_{layer}.parquet"
+    return read_shard(path)[0], pq.read_table(path, columns=["window", "position"]).to_pandas()
+
+
+def assert_per_item(out_dir, layers, k, n_tokens, solo, special=0):
+    """Every layer holds the same items, k positions each (the last item what remains of the budget), and every
+    stored vector is the model's value at its recorded position in a forward pass of its item alone; the first
+    `special` positions of an item are never kept."""
+    items = None
+    for layer in range(layers + 1):
+        vectors, index = stored(out_dir, layer)
+        counts = index.groupby("window", sort=False).size()
+        assert len(vectors) == n_tokens and counts.iloc[:-1].eq(k).all() and 0 < counts.iloc[-1] <= k
+        assert items is None or counts.index.tolist() == items
+        items = counts.index.tolist()
+        assert index["position"].min() >= special
+        for item, rows in index.groupby("window"):
+            expected = as_tokens(solo(item)[layer])[0, rows["position"].tolist()]
+            np.testing.assert_allclose(vectors[rows.index], expected.numpy(), atol=1e-5, rtol=1e-4)
+    return items
+
+
+def solo_image(model, processor, images):
     from shape_of_learning.corpus.media import decode_image
-    with torch.no_grad():
-        pixels = processor([decode_image(d) for d in images[:4]], return_tensors="pt")["pixel_values"]
-        direct = model(pixel_values=pixels, output_hidden_states=True).hidden_states
-    for layer, vectors in enumerate(shards(tmp_path / "out", 2)):
-        expected = direct[layer][:, 1:].reshape(-1, 32)[:50]  # [CLS] dropped
-        np.testing.assert_allclose(vectors, expected.numpy(), atol=1e-5, rtol=1e-4)
-    run(entry, images, 50, tmp_path / "with_cls", special_tokens="include")
-    np.testing.assert_allclose(shards(tmp_path / "with_cls", 2)[0][0], direct[0][0, 0].numpy(), atol=1e-6)
+
+    def hidden(item):
+        with torch.no_grad():
+            pixels = processor([decode_image(images[item])], return_tensors="pt")["pixel_values"]
+            return model.eval()(pixel_values=pixels, output_hidden_states=True).hidden_states
+    return hidden
 
 
-def test_resnet_stages_are_layers_and_positions_are_tokens(digits, tmp_path):
-    config = transformers.ResNetConfig(num_channels=3, embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1],
-                                       layer_type="basic")
-    processor = transformers.ConvNextImageProcessor(size={"shortest_edge": 32}, crop_pct=1.0)
-    entry = save(transformers.ResNetModel(config), processor, tmp_path / "resnet", 2, "image")
-    assert depth(config) == 2
-    images = digits["data"].tolist()
-    run(entry, images, 100, tmp_path / "out")  # 32 px -> stem 8x8, stage 1 8x8, stage 2 4x4: layers fill unevenly
-    model = transformers.ResNetModel.from_pretrained(entry["path"]).eval()
-    from shape_of_learning.corpus.media import decode_image
-    with torch.no_grad():
-        pixels = processor([decode_image(d) for d in images[:7]], return_tensors="pt")["pixel_values"]
-        direct = model(pixel_values=pixels, output_hidden_states=True).hidden_states
-    assert [tuple(h.shape[2:]) for h in direct] == [(8, 8), (8, 8), (4, 4)]
-    for layer, vectors in enumerate(shards(tmp_path / "out", 2)):
-        expected = direct[layer].flatten(2).transpose(1, 2).reshape(-1, direct[layer].shape[1])[:100]
-        np.testing.assert_allclose(vectors, expected.numpy(), atol=1e-5, rtol=1e-4)
-    with pytest.raises(ValueError, match="40 images yield 640 token vectors at layer 2.*sample about 63 images"):
-        [checkpoint] = checkpoints("tiny", entry)
-        extract(checkpoint, entry, images, 1000, tmp_path / "too_many")  # float16: full layers write nothing more
-    assert not (tmp_path / "too_many").exists() or not list((tmp_path / "too_many").glob("*.parquet"))
+CNN_PROCESSOR = dict(size={"shortest_edge": 32}, crop_pct=1.0)
+PER_STAGE = dict(patch_sizes=[7, 3], num_attention_heads=[1, 2])
+IMAGE_FAMILIES = {  # family: (model, processor, layers, k = the fewest positions per image of any layer, specials)
+    "vit": (lambda: transformers.ViTModel(transformers.ViTConfig(image_size=32, patch_size=8, num_hidden_layers=2,
+                                                                 **TINY)),
+            lambda: transformers.ViTImageProcessor(size={"height": 32, "width": 32}), 2, 16, 1),
+    "beit": (lambda: transformers.BeitModel(transformers.BeitConfig(image_size=32, patch_size=8, num_hidden_layers=2,
+                                                                    use_mask_token=False, **TINY)),
+             lambda: transformers.BeitImageProcessor(size={"height": 32, "width": 32}, do_center_crop=False), 2, 16, 1),
+    "resnet": (lambda: transformers.ResNetModel(transformers.ResNetConfig(
+        num_channels=3, embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic")),
+        lambda: transformers.ConvNextImageProcessor(**CNN_PROCESSOR), 2, 16, 0),  # 8x8, 8x8, 4x4
+    "convnext": (lambda: transformers.ConvNextModel(transformers.ConvNextConfig(
+        num_channels=3, hidden_sizes=[8, 16], depths=[1, 1], num_stages=2)),
+        lambda: transformers.ConvNextImageProcessor(**CNN_PROCESSOR), 2, 16, 0),  # 8x8, 8x8, 4x4
+    "efficientnet": (lambda: transformers.EfficientNetModel(transformers.EfficientNetConfig(
+        image_size=64, width_coefficient=0.25, depth_coefficient=0.5, hidden_dim=320)),
+        lambda: transformers.EfficientNetImageProcessor(size={"height": 64, "width": 64}), 10, 4, 0),  # 32x32 .. 2x2
+    "segformer": (lambda: transformers.SegformerModel(transformers.SegformerConfig(
+        num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[8, 16], strides=[4, 2],
+        mlp_ratios=[2, 2], **PER_STAGE)),
+        lambda: transformers.SegformerImageProcessor(size={"height": 32, "width": 32}), 1, 16, 0),  # 8x8, 4x4
+    "cvt": (lambda: transformers.CvtModel(transformers.CvtConfig(  # depth[1] > 1: CvtStage indexes its drop-path
+        embed_dim=[8, 16], num_heads=[1, 2], depth=[1, 2], patch_sizes=[7, 3], patch_stride=[4, 2],  # rates by stage
+        patch_padding=[2, 1], mlp_ratio=[2.0, 2.0], attention_drop_rate=[0.0, 0.0], drop_rate=[0.0, 0.0],
+        drop_path_rate=[0.0, 0.0], qkv_bias=[True, True], cls_token=[False, True], qkv_projection_method=["dw_bn"] * 2,
+        kernel_qkv=[3, 3], padding_kv=[1, 1], stride_kv=[2, 2], padding_q=[1, 1], stride_q=[1, 1])),
+        lambda: transformers.ConvNextImageProcessor(**CNN_PROCESSOR), 1, 16, 0),  # 8x8, 4x4 (+ [CLS] kept apart)
+}
 
 
-@pytest.mark.parametrize("family", ["wav2vec2", "whisper"])
-def test_audio_frames_of_padding_are_not_kept(family, tmp_path):
+@pytest.mark.parametrize("family", list(IMAGE_FAMILIES))
+def test_every_layer_holds_k_positions_of_the_same_images_as_a_solo_pass(family, digits, tmp_path):
+    """Layers differ in positions per image (a CNN's stem 4x to 64x its last stage): each keeps k of every image's."""
+    build, processor, layers, k, special = IMAGE_FAMILIES[family]
+    torch.manual_seed(0)
+    model, processor = build(), processor()
+    entry = save(model, processor, tmp_path / family, layers, "image")
+    assert depth(model.config) == layers
+    images, n_tokens = digits["data"].tolist(), 3 * k + k // 2  # 4 images over two batches of 3, the last one cut
+    manifest = run(entry, images, n_tokens, tmp_path / "out")
+    solo = solo_image(model, processor, images)
+    assert assert_per_item(tmp_path / "out", layers, k, n_tokens, solo, special) == [0, 1, 2, 3]
+    assert (manifest["positions_per_item"], manifest["items_used"], manifest["windows_used"]) == (k, 4, 4)
+    if family == "resnet":  # positions are drawn per image: the same whatever the batch size
+        run({**entry, "batch_size": 1}, images, n_tokens, tmp_path / "solo")
+        for layer in range(layers + 1):
+            pd.testing.assert_frame_equal(stored(tmp_path / "out", layer)[1], stored(tmp_path / "solo", layer)[1])
+        with pytest.raises(ValueError, match="40 images yield 640 token vectors at layer 0.*sample about 63 images"):
+            [checkpoint] = checkpoints("tiny", entry)
+            extract(checkpoint, entry, images, 1000, tmp_path / "too_many")  # float16: full layers write nothing
+        assert not (tmp_path / "too_many").exists() or not list((tmp_path / "too_many").glob("*.parquet"))
+    if family == "vit":  # with its [CLS]: 17 positions, all kept
+        run(entry, images, 2 * 17, tmp_path / "with_cls", special_tokens="include")
+        assert assert_per_item(tmp_path / "with_cls", layers, 17, 2 * 17, solo) == [0, 1]
+
+
+@pytest.mark.parametrize("family", ["wav2vec2", "hubert", "wav2vec2-masked", "whisper"])
+def test_audio_frames_are_a_solo_pass_s_and_padding_is_not_kept(family, tmp_path):
+    """A clip's vectors are those of a pass on it alone, whatever its batch mates: base models (group norm, no
+    attention mask) run clip by clip, masked ones (layer norm) batch with their mask, Whisper pads each clip to 30 s."""
     clips = [wav(0.5), wav(1.0, frequency=220), wav(0.3)]
-    if family == "wav2vec2":
-        config = transformers.Wav2Vec2Config(num_hidden_layers=2, conv_dim=(16, 16), conv_stride=(5, 4),
-                                             conv_kernel=(10, 8), num_conv_pos_embeddings=16,
-                                             num_conv_pos_embedding_groups=2, **TINY)
-        model, layers = transformers.Wav2Vec2Model(config), 2
-        extractor = transformers.Wav2Vec2FeatureExtractor(return_attention_mask=False)
-    else:
+    speech = dict(num_hidden_layers=2, conv_dim=(16, 16), conv_stride=(5, 4), conv_kernel=(10, 8),
+                  num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, **TINY)
+    if family == "whisper":
         config = transformers.WhisperConfig(encoder_layers=2, decoder_layers=1, d_model=32, encoder_attention_heads=2,
                                             decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
                                             num_mel_bins=80, max_source_positions=1500)
-        model, layers = transformers.WhisperModel(config), 2
-        extractor = transformers.WhisperFeatureExtractor()
+        model, extractor = transformers.WhisperModel(config), transformers.WhisperFeatureExtractor()
+    elif family == "hubert":
+        model = transformers.HubertModel(transformers.HubertConfig(**speech))
+        extractor = transformers.Wav2Vec2FeatureExtractor(return_attention_mask=False)
+    else:
+        masked = family == "wav2vec2-masked"  # as wav2vec2-large-lv60: trained with a mask, per-frame layer norm
+        model = transformers.Wav2Vec2Model(transformers.Wav2Vec2Config(
+            feat_extract_norm="layer" if masked else "group", do_stable_layer_norm=masked, **speech))
+        extractor = transformers.Wav2Vec2FeatureExtractor(return_attention_mask=masked)
+    layers = 2
     entry = save(model, extractor, tmp_path / family, layers, "audio")
     samples = [len(decode_audio(c, 16000)) for c in clips]
     assert samples == [8000, 16000, 4800]  # resampled from 8 kHz
     # frames per clip: wav2vec2's two convolutions (kernel 10 stride 5, kernel 8 stride 4), Whisper's 10 ms hop
     # halved by its stride-2 convolution (every clip is padded to 30 s)
-    if family == "wav2vec2":
-        frames = [((s - 10) // 5 + 1 - 8) // 4 + 1 for s in samples]
-    else:
+    if family == "whisper":
         frames = [-(-s // 320) for s in samples]
-    manifest = run(entry, clips, sum(frames), tmp_path / "out")
-    assert manifest["windows_used"] == 3
+    else:
+        frames = [((s - 10) // 5 + 1 - 8) // 4 + 1 for s in samples]
+    manifest = run(entry, clips, sum(frames), tmp_path / "out")  # batch_size 3: all clips in one batch if batched
     index = pq.read_table(tmp_path / "out" / "layer_0.parquet", columns=["window", "position"]).to_pandas()
     assert index.groupby("window")["position"].max().tolist() == [f - 1 for f in frames]
+    ends = np.cumsum([0] + frames)
+    for clip, data in enumerate(clips):  # the encoder's weights were loaded (Whisper: not a fresh head model)
+        features = extractor([decode_audio(data, 16000)], sampling_rate=16000, return_tensors="pt")
+        with torch.no_grad():
+            body = model.eval().encoder if family == "whisper" else model.eval()
+            solo = body(features[extractor.model_input_names[0]], output_hidden_states=True).hidden_states
+        for layer in range(layers + 1):
+            np.testing.assert_allclose(stored(tmp_path / "out", layer)[0][ends[clip]:ends[clip + 1]],
+                                       solo[layer][0, :frames[clip]].numpy(), atol=1e-5, rtol=1e-4)
+    assert manifest["windows_used"] == manifest["items_used"] == 3 and manifest["positions_per_item"] is None
     with pytest.raises(ValueError, match="3 clips yield"):
         run(entry, clips, sum(frames) + 1, tmp_path / "more")
-    if family == "whisper":  # the encoder's weights were loaded (not a fresh head model): same vectors as WhisperModel
-        features = extractor([decode_audio(clips[0], 16000)], sampling_rate=16000, return_tensors="pt")
-        with torch.no_grad():
-            direct = model.eval().encoder(features["input_features"], output_hidden_states=True).hidden_states
-        for layer, vectors in enumerate(shards(tmp_path / "out", layers)):
-            np.testing.assert_allclose(vectors[:frames[0]], direct[layer][0, :frames[0]].numpy(), atol=1e-4)
 
 
-@pytest.mark.parametrize("family", ["canine", "t5"])
-def test_character_and_byte_level_encoders(family, tmp_path):
-    if family == "canine":
-        config = transformers.CanineConfig(num_hidden_layers=2, downsampling_rate=4, num_hash_buckets=64,
-                                           num_hash_functions=2, local_transformer_stride=16, **TINY)
-        model, tokenizer = transformers.CanineModel(config), transformers.CanineTokenizer()
-    else:
-        config = transformers.T5Config(d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2, vocab_size=384)
-        model, tokenizer = transformers.T5EncoderModel(config), transformers.ByT5Tokenizer()
-    layers = depth(config)
-    assert layers == (2 + 4 if family == "canine" else 2)
-    entry = save(model, tokenizer, tmp_path / family, layers, "text")
+def extraction_model(config):
+    """The model as extraction loads it (families.model_class), randomly initialised."""
+    return random_model(model_class(config, "encoder", "text", head=False)[0], config)
+
+
+SPEECH = dict(num_hidden_layers=2, conv_dim=(16, 16), conv_stride=(5, 4), conv_kernel=(10, 8),
+              num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, **TINY)
+FINAL_NORM_FAMILIES = {  # family: (model, its inputs)
+    "t5": (lambda: extraction_model(transformers.T5Config(d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2,
+                                                          vocab_size=384)),
+           {"input_ids": torch.arange(3, 40)[None]}),
+    "canine": (lambda: extraction_model(transformers.CanineConfig(num_hidden_layers=2, num_hash_buckets=64,
+                                                                  num_hash_functions=2, **TINY)),
+               {"input_ids": torch.arange(60, 124)[None]}),
+    "whisper": (lambda: extraction_model(transformers.WhisperConfig(
+        encoder_layers=2, decoder_layers=1, d_model=32, encoder_attention_heads=2, decoder_attention_heads=2,
+        encoder_ffn_dim=64, decoder_ffn_dim=64, num_mel_bins=8, max_source_positions=16)),
+        {"input_features": torch.randn(1, 8, 32)}),
+    "wav2vec2-base": (lambda: extraction_model(transformers.Wav2Vec2Config(**SPEECH)),
+                      {"input_values": torch.randn(1, 4000)}),
+    "wav2vec2-stable": (lambda: extraction_model(transformers.Wav2Vec2Config(
+        feat_extract_norm="layer", do_stable_layer_norm=True, **SPEECH)), {"input_values": torch.randn(1, 4000)}),
+    "hubert": (lambda: extraction_model(transformers.HubertConfig(**SPEECH)), {"input_values": torch.randn(1, 4000)}),
+    **{family: (build, {"pixel_values": torch.randn(1, 3, 64 if family == "efficientnet" else 32, 64 if family ==
+                                                     "efficientnet" else 32)})
+       for family, (build, *_) in IMAGE_FAMILIES.items()},
+}
+
+
+@pytest.mark.parametrize("family", list(FINAL_NORM_FAMILIES))
+def test_final_norm_fact_of_each_family_matches_its_forward_pass(family):
+    """The last hidden state is a final norm's output (a norm module outside the numbered blocks) exactly where
+    `last_layer_after_final_norm` says so: T5 and Whisper encoders end in one; wav2vec 2.0 and HuBERT record their
+    last block's output even when pre-LN ("stable"); post-LN encoders, vision transformers and CNNs (whose last
+    norms, if any, act on the pooled output) do not."""
+    build, inputs = FINAL_NORM_FAMILIES[family]
+    torch.manual_seed(0)
+    model, outputs = build().eval(), []
+    for name, module in model.named_modules():
+        is_norm = type(module).__name__.endswith("Norm") or isinstance(
+            module, (torch.nn.LayerNorm, torch.nn.GroupNorm, torch.nn.BatchNorm2d))
+        if is_norm and not any(part.isdigit() for part in name.split(".")):
+            module.register_forward_hook(lambda module, args, output: outputs.append(output))
+    with torch.no_grad():
+        last = model(**inputs, output_hidden_states=True).hidden_states[-1]
+    after = any(torch.is_tensor(out) and out.shape == last.shape and torch.equal(out, last) for out in outputs)
+    assert last_layer_after_final_norm(model.config) is after
+    assert after is (family in ("t5", "whisper"))
+
+
+@pytest.mark.parametrize("family", ["t5", "whisper", "vit"])
+def test_models_without_from_config_are_sized_and_built(family):
+    """On a GPU, extraction sizes a model on the meta device before loading it; T5's and Whisper's encoder classes
+    have no `from_config` (the Auto classes do)."""
+    model = FINAL_NORM_FAMILIES[family][0]()
+    assert parameter_count(type(model), model.config, False) == sum(p.numel() for p in model.parameters())
+
+
+def test_byte_level_t5_keeps_bytes_not_eos(tmp_path):
+    config = transformers.T5Config(d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2, vocab_size=384)
+    model, tokenizer = transformers.T5EncoderModel(config), transformers.ByT5Tokenizer()
+    assert depth(config) == 2
+    entry = save(model, tokenizer, tmp_path / "t5", 2, "text")
     run(entry, WINDOWS, 60, tmp_path / "out")
     inputs = tokenizer(WINDOWS[:1], truncation=True, max_length=64, return_tensors="pt")
     hidden = model.eval()(input_ids=inputs["input_ids"], output_hidden_states=True).hidden_states
-    assert len(hidden) == layers + 1
     index = pq.read_table(tmp_path / "out" / "layer_0.parquet", columns=["token_id"]).column(0).to_numpy()
-    assert not set(index.tolist()) & set(tokenizer.all_special_ids)  # byte/char ids, no [CLS]/</s>
-    for layer, vectors in enumerate(shards(tmp_path / "out", layers)):
+    assert not set(index.tolist()) & set(tokenizer.all_special_ids)  # byte ids, no </s>
+    for layer, vectors in enumerate(shards(tmp_path / "out", 2)):
         assert vectors.shape == (60, 32)
-        if family == "canine" and hidden[layer].shape[1] != hidden[0].shape[1]:  # molecules: not the first ([CLS])
-            np.testing.assert_allclose(vectors[0], hidden[layer][0, 1].detach().numpy(), atol=1e-5)
+        np.testing.assert_allclose(vectors, hidden[layer][0, :60].detach().numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize("special_tokens", ["exclude", "include"])
+def test_canine_layers_hold_k_characters_or_molecules_of_the_same_windows(special_tokens, tmp_path):
+    """Windows 0, 3, 6, ... are 64 characters with [CLS] and [SEP] (max_length 64), so 16 molecules: [CLS]'s
+    (molecule 0), molecule 1 pooling [CLS] with characters 1-3, molecules 2-15; [SEP] (character 63) falls in the
+    truncated last convolution output. The others are 40 and 43 characters, 10 molecules: fewer than k, skipped."""
+    config = transformers.CanineConfig(num_hidden_layers=2, downsampling_rate=4, num_hash_buckets=64,
+                                       num_hash_functions=2, local_transformer_stride=16, **TINY)
+    model, tokenizer = transformers.CanineModel(config), transformers.CanineTokenizer()
+    layers = depth(config)
+    assert layers == 2 + 4
+    entry = save(model, tokenizer, tmp_path / "canine", layers, "text")
+    manifest = run(entry, WINDOWS, 40, tmp_path / "out", special_tokens=special_tokens)
+    exclude = special_tokens == "exclude"
+    molecules = list(range(2, 16)) if exclude else list(range(16))
+    k = len(molecules)
+
+    def solo(window):
+        inputs = tokenizer(WINDOWS[window:window + 1], truncation=True, max_length=64, return_tensors="pt")
+        with torch.no_grad():
+            return model.eval()(**inputs, output_hidden_states=True).hidden_states
+
+    assert assert_per_item(tmp_path / "out", layers, k, 40, solo) == [0, 3, 6]
+    shapes = [states.shape[1] for states in solo(0)]
+    assert shapes == [64, 64, 16, 16, 16, 64, 64]  # chars, chars, molecules x 3, chars x 2
+    for layer, length in enumerate(shapes):
+        index = stored(tmp_path / "out", layer)[1]
+        positions = index.loc[index["window"] == 0, "position"].tolist()
+        if length == 16:
+            assert positions == molecules
         else:
-            np.testing.assert_allclose(vectors[0], hidden[layer][0, 1 if family == "canine" else 0].detach().numpy(),
-                                       atol=1e-5)
+            assert len(positions) == k and set(positions) <= set(range(1, 63) if exclude else range(64))
+    assert (manifest["positions_per_item"], manifest["items_used"], manifest["windows_used"]) == (k, 3, 7)
 
 
 @pytest.mark.slow  # trains a model: left out of `make check`

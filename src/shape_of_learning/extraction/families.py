@@ -44,6 +44,15 @@ def model_class(config, kind: str, modality: str, head: bool = True) -> tuple[ty
     return head, loss, ""
 
 
+def random_model(architecture: type, config, trust_remote_code: bool = False):
+    """`architecture` (a `model_class`) built from `config` with randomly initialised weights. The Auto classes build
+    through `from_config` (remote code included); the concrete ones (T5EncoderModel, WhisperForAudioClassification)
+    have no `from_config` and build through their constructor."""
+    if hasattr(architecture, "from_config"):
+        return architecture.from_config(config, trust_remote_code=trust_remote_code)
+    return architecture(config)
+
+
 def depth(config) -> int:
     """Hidden states of one forward pass minus one: a model entry's ``layers`` (layer 0 is the first state).
 
@@ -70,10 +79,21 @@ def depth(config) -> int:
     return config.num_hidden_layers
 
 
-# Is hidden_states[-1] taken after the final norm? Pre-LN decoders apply it before recording the last entry; post-LN
-# encoders have no separate final norm. Verified against transformers by tests/test_extract.py.
-_LAST_AFTER_FINAL_NORM = {"gpt_neox": True, "bloom": True, "llama": True, "gpt2": True, "gptj": True, "falcon": True,
-                          "olmo": True, "bert": False, "roberta": False, "albert": False}
+# Is hidden_states[-1] taken after the final norm, a norm that follows the last block only? transformers 5 ties the
+# last hidden state to `last_hidden_state` (`capture_outputs`), so pre-LN stacks record it after their final norm:
+# decoders, the T5 encoder (final_layer_norm), Whisper's encoder (layer_norm). wav2vec 2.0 and HuBERT opt out
+# (`capture_outputs(tie_last_hidden_states=False)`): even their pre-LN ("stable") variants record the last block's
+# output. Post-LN stacks have no final norm (BERT, CANINE); vision transformers and CNNs apply theirs, if any, to the
+# pooled output only (ViT, DeiT, BEiT, CvT and ConvNeXt's layernorm, EfficientNet's top_bn after its top_conv);
+# SegFormer normalises every stage alike. Verified family by family against the models' own forward pass by
+# tests/test_extract.py (text) and tests/test_modality.py (the other families).
+_LAST_AFTER_FINAL_NORM = {
+    "gpt_neox": True, "bloom": True, "llama": True, "gpt2": True, "gptj": True, "falcon": True, "olmo": True,
+    "t5": True, "mt5": True, "umt5": True, "whisper": True, "wav2vec2": False, "hubert": False,
+    "bert": False, "roberta": False, "albert": False, "canine": False,
+    "vit": False, "deit": False, "beit": False, "cvt": False, "segformer": False,
+    "resnet": False, "convnext": False, "convnextv2": False, "regnet": False, "efficientnet": False,
+}
 
 
 def last_layer_after_final_norm(config) -> bool | None:

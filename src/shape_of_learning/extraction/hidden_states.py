@@ -2,8 +2,9 @@
 
 Layer 0 is the embedding output, layer L the output of block L (``output_hidden_states=True``; the head a model is
 loaded with for its loss changes none of them). Token vectors of padding and, by default, of special tokens (BERT's
-[CLS]/[SEP], Llama's BOS) are dropped; the first `n_tokens` remaining tokens of the windows, in order, are kept, so
-every layer holds exactly `n_tokens` vectors. Shards stream to disk one batch at a time and appear only when the
+[CLS]/[SEP], Llama's BOS) are dropped; every layer holds exactly `n_tokens` of the remaining vectors: the first ones
+of the windows, in order, or, where layers differ in positions per item (images, CANINE), k positions of each of the
+same items at every layer (`inputs`). Shards stream to disk one batch at a time and appear only when the
 whole job has succeeded. What a model reads (text, images, audio) and which of its vectors count as tokens is
 `inputs`'s business; how a family differs, `families`'s; how a checkpoint loads, `loading`'s. The same pass records
 the checkpoint's loss (`loss`) and fingerprint (`fingerprint`) in the manifest, for `shape_of_learning.health`.
@@ -24,7 +25,7 @@ from transformers import AutoConfig
 from shape_of_learning import paths
 from shape_of_learning.extraction.families import MASKED_LM, NEXT_TOKEN, depth, last_layer_after_final_norm
 from shape_of_learning.extraction.fingerprint import Fingerprint
-from shape_of_learning.extraction.inputs import AudioInputs, ImageInputs, TextInputs
+from shape_of_learning.extraction.inputs import AudioInputs, ImageInputs, TextInputs, per_item_positions
 from shape_of_learning.extraction.loading import DTYPES, device_and_dtype, load_model, load_preprocessor
 from shape_of_learning.extraction.loss import NextTokenLoss, masked_lm_loss
 from shape_of_learning.extraction.shards import STORE_DTYPES, ShardWriter
@@ -122,7 +123,7 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
                   for layer in range(layers + 1)]
         writers = stack.enter_context(ThreadPoolExecutor(writer_threads))  # exits (waits) before the shards close
         progress = stack.enter_context(tqdm(total=n_tokens, unit="tok", desc=name, mininterval=5))
-        writes, start, used, filled = [], 0, 0, [0] * (layers + 1)
+        writes, start, used, filled, items_used, per_item = [], 0, 0, [0] * (layers + 1), 0, None
         fingerprint = Fingerprint(layers + 1)
         while start < len(source) and min(filled) < n_tokens:
             batch = source.batch(start, batch_size)
@@ -148,12 +149,21 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
             if len(hidden) != layers + 1:
                 raise RuntimeError(f"{name}: the forward pass returned {len(hidden)} hidden states, expected "
                                    f"{layers + 1} (embedding output + {layers} blocks)")
-            kept = []
-            for layer, states in enumerate(hidden):
-                vectors, keep, token_ids = batch.tokens(states)
+            kept, views = [], [batch.tokens(states) for states in hidden]
+            if source.per_item:
+                if per_item is None:  # k: the fewest positions a layer has in the first item
+                    per_item = min(int(keep[0].sum()) for _, keep, _ in views)
+                    if per_item == 0:
+                        raise ValueError(f"{name}: some layer keeps no vector of the first {source.unit[:-1]}; "
+                                         "check the preprocessor's size and special_tokens")
+                keeps = per_item_positions([keep for _, keep, _ in views], batch.items, per_item,
+                                           n_tokens - filled[0])
+                views = [(vectors, keep, token_ids) for (vectors, _, token_ids), keep in zip(views, keeps)]
+            for layer, (vectors, keep, token_ids) in enumerate(views):
                 rows, positions = keep.nonzero(as_tuple=True)
                 rows, positions = rows[:n_tokens - filled[layer]], positions[:n_tokens - filled[layer]]
                 filled[layer] += len(rows)
+                items_used += len(rows.unique()) if layer == 0 else 0
                 used = max(used, start + int(rows.max()) + 1 if len(rows) else 0)
                 index = dict(windows=batch.items[rows.cpu()].numpy(), positions=positions.cpu().numpy(),
                              token_ids=None if token_ids is None else token_ids[rows.cpu(), positions.cpu()].numpy())
@@ -161,11 +171,11 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
                 flat = _kept(vectors, kept_rows, f"{name} layer {layer}")
                 fingerprint.add(layer, flat)
                 kept.append((_stored(flat, store_dtype, f"{name} layer {layer}") if len(rows) else [], index))
-            del hidden, outputs
+            del hidden, outputs, views
             for write in writes:  # the previous batch, so that at most one batch waits in memory
                 write.result()
             writes = [writers.submit(shard.append, vectors, **index) for shard, (vectors, index) in zip(shards, kept)
-                      if len(vectors)]  # a layer already full (CNN stages fill at different rates) takes nothing
+                      if len(vectors)]  # a batch of skipped items (a short CANINE window) keeps nothing
             progress.update(min(filled) - progress.n)
             start += len(batch.items)
         for write in writes:
@@ -191,7 +201,8 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
                 layers + 1, seconds, n_tokens / seconds, load_seconds, loss_record)
     return {**pin, "tokenizer": tokenizer_location(entry, checkpoint), "family": family, "kind": entry.get("kind"),
             "layers": layers, "modality": modality, "hidden_size": getattr(config, "hidden_size", None),
-            "tokens_per_layer": n_tokens, "windows_used": used, "max_length": max_length, "batch_size": batch_size,
+            "tokens_per_layer": n_tokens, "windows_used": used, "items_used": items_used,
+            "positions_per_item": per_item, "max_length": max_length, "batch_size": batch_size,
             "dtype": metadata["model_dtype"], "store_dtype": store_dtype, "device": str(input_device),
             "special_tokens": special_tokens, "last_layer_after_final_norm": after_final_norm,
             "load_seconds": round(load_seconds, 3), "seconds": round(seconds, 3),

@@ -8,7 +8,7 @@ import pickle
 import torch
 from accelerate.utils import get_max_memory
 
-from shape_of_learning.extraction.families import model_class
+from shape_of_learning.extraction.families import model_class, random_model
 from shape_of_learning.models.checkpoints import Checkpoint, tokenizer_location
 
 logger = logging.getLogger(__name__)
@@ -63,9 +63,7 @@ def load_model(location: str, revision: str | None, config, dtype: torch.dtype, 
                   weights_only=True, trust_remote_code=trust_remote_code, output_loading_info=True)
     architecture, loss, reason = model_class(config, kind, modality, head)
     if device.startswith("cuda"):
-        with torch.device("meta"):  # parameter count without allocating anything
-            weight_bytes = sum(p.numel() for p in architecture.from_config(config, trust_remote_code=trust_remote_code)
-                               .parameters()) * dtype.itemsize
+        weight_bytes = parameter_count(architecture, config, trust_remote_code) * dtype.itemsize
         index = torch.device(device).index or 0
         free_bytes = torch.cuda.mem_get_info(index)[0]
         if weight_bytes > 0.8 * free_bytes:  # leave room for activations
@@ -80,6 +78,12 @@ def load_model(location: str, revision: str | None, config, dtype: torch.dtype, 
             return model, next(model.parameters()).device, *_head(loss, reason, missing)
     model, missing = _from_pretrained(architecture, location, name, **kwargs)
     return model.to(device), torch.device(device), *_head(loss, reason, missing)
+
+
+def parameter_count(architecture: type, config, trust_remote_code: bool) -> int:
+    """The parameters of `architecture` built from `config`, counted on the meta device: nothing is allocated."""
+    with torch.device("meta"):
+        return sum(p.numel() for p in random_model(architecture, config, trust_remote_code).parameters())
 
 
 def _head(loss: str | None, reason: str, missing: list[str]) -> tuple[str | None, str]:

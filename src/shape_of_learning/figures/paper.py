@@ -24,13 +24,15 @@ from shape_of_learning.figures.style import (footnote, format_step, integer_tick
 if TYPE_CHECKING:
     import matplotlib.figure
 
+KIND_TITLES = {"encoder": "Encoders", "decoder": "Decoders", "cnn": "CNNs"}  # Figure 1's panels, in order (model kinds)
+
 
 def anisotropy_by_layer(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, metric: str,
                         models: Iterable[str] | None = None, flagged: str) -> matplotlib.figure.Figure:
     """Figure 1 of the paper: a metric of every layer at each model's final checkpoint, encoders and decoders in two
-    panels; x is the layer index (0 = embedding output), or the relative depth layer / number of layers in a panel
-    whose models differ in depth. The paper finds flat profiles for encoders and a bell shape, peaking in the middle
-    layers, for decoders.
+    panels (and CNNs, `kind: cnn`, in a third: their layers are stages, not blocks); x is the layer index (0 =
+    embedding output), or the relative depth layer / number of layers in a panel whose models differ in depth. The
+    paper finds flat profiles for encoders and a bell shape, peaking in the middle layers, for decoders.
 
     The final checkpoint is the one with the largest step (a model with a single checkpoint, e.g. step -1, uses it),
     among the checkpoints that are their step's model unless `flagged="mark"` (then one that is not is drawn dashed;
@@ -38,7 +40,7 @@ def anisotropy_by_layer(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, 
     One line per model, bands mean +- std across batches; y shared between panels.
     """
     rows, noted = final_checkpoints(select(summary, [metric], models), flagged)
-    kinds = [kind for kind in ("encoder", "decoder") if kind in set(rows["kind"])]
+    kinds = [kind for kind in KIND_TITLES if kind in set(rows["kind"])]
     figure, axes = new_figure(len(kinds), 5.0, sharey=True)
     colours = dict(zip(sorted(rows["model"].unique()), palette(rows["model"].nunique())))
     for ax, kind in zip(axes, kinds):
@@ -50,7 +52,7 @@ def anisotropy_by_layer(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, 
             dashed = bool(line.get("flagged", pd.Series([False])).iloc[0])
             plot_band(ax, x, line["mean"], line["std"], color=colours[model], label=label, marker="o", markersize=3,
                       linestyle="--" if dashed else "-")
-        ax.set_title(f"{kind.capitalize()}s")
+        ax.set_title(KIND_TITLES[kind])
         if not relative:
             integer_ticks(ax.xaxis)
         ax.set_xlabel("Relative depth (layer / number of layers)" if relative else "Layer (0 = embeddings)")
