@@ -193,3 +193,17 @@ def test_tables_keep_baselines_out_of_health_and_read_layer_files_written_before
     values, summary, _ = build_tables(files, [tmp_path / "health.parquet"])
     assert summary.set_index("checkpoint")["random_init"].to_dict() == {"main": False, RANDOM_INIT: True}
     assert summary["health"].isna().all()
+
+
+def test_a_t5_encoder_is_built_at_random_too_though_its_class_has_no_from_config():
+    import torch
+    import transformers
+
+    from shape_of_learning.extraction.loading import load_model
+
+    config = transformers.T5Config(d_model=16, d_ff=32, num_layers=2, num_heads=2, d_kv=8, vocab_size=50)
+    models = [load_model("unused", None, config, torch.float32, "cpu", False, kind="encoder", init_seed=seed)[0]
+              for seed in (3, 3, 4)]
+    assert type(models[0]).__name__ == "T5EncoderModel"
+    weights = [torch.cat([p.flatten() for p in model.parameters()]) for model in models]
+    assert torch.equal(weights[0], weights[1]) and not torch.equal(weights[0], weights[2])

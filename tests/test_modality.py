@@ -6,6 +6,7 @@ import json
 import wave
 
 import numpy as np
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import torch

@@ -54,8 +54,7 @@ def load_model(location: str, revision: str | None, config, dtype: torch.dtype, 
         architecture = model_class(config, kind, modality, head=False)[0]
         with torch.random.fork_rng(devices=[]):  # the seed alone sets the weights; the caller's RNG is left as it was
             torch.manual_seed(init_seed)
-            # float32 init on CPU, then cast: the same weights whatever the device and dtype
-            model = architecture.from_config(config, trust_remote_code=trust_remote_code)
+            model = random_model(architecture, config, trust_remote_code)  # on CPU: the same weights on any device
         model.config.use_cache = False
         return (model.to(device=device, dtype=dtype).eval(), torch.device(device), None,
                 "random initialisation: its head was never trained")
