@@ -68,9 +68,10 @@ def expected_jobs(config: dict) -> dict[str, int]:
     runs = {name: seeds if "finetune" in entry else 1 for name, entry in models.items()}  # a model per seed's run
     checkpoints = {name: checkpoints_of(entry) * runs[name] for name, entry in models.items()}
     # the modality figure's models without a step-0 checkpoint are measured once more, at random initialisation
-    measured = checkpoints | {name: checkpoints[name] + 1 for name in figures.get("by_modality", {}).get("models", [])
-                              if not has_step0(models[name])}
-    jobs = {"pin_checkpoint": sum(measured.values()), "extract_hidden_states": sum(measured.values()),
+    baselines = [name for name in figures.get("by_modality", {}).get("models", []) if not has_step0(models[name])]
+    measured = checkpoints | {name: checkpoints[name] + 1 for name in baselines}
+    jobs = {"pin_checkpoint": sum(checkpoints.values()), "pin_random_init": len(baselines),
+            "extract_hidden_states": sum(measured.values()),
             "measure_layers": sum(count * math.ceil((models[name]["layers"] + 1) / per_job)
                                   for name, count in measured.items()),
             "assess_checkpoints": sum(runs.values()),  # one health table per model (per seed's run)

@@ -6,6 +6,7 @@ from shape_of_learning import paths
 from shape_of_learning.corpus import MODALITIES
 from shape_of_learning.experiment.config import result_settings, validate_config
 from shape_of_learning.experiment.dag import parse_reference, plan
+from shape_of_learning.models.checkpoints import RANDOM_INIT
 from shape_of_learning.models.revisions import check_revisions_offline
 
 validate_config(config)  # against workflow/schemas/, before any job runs; fills in every default
@@ -59,13 +60,6 @@ def trained_model_dir(wildcards):
 def last_pin(model):
     """The lock of a model's last checkpoint: what a fine-tuning starts from and Rajaee & Pilehvar measure."""
     return paths.lock(model, EXPERIMENT.last_checkpoint(model).name)
-
-
-def architecture_lock(wildcards):
-    """A random-init baseline takes its commit from the lock of the checkpoint whose architecture it is, its model's
-    last, so that both are the same config.json."""
-    baseline = EXPERIMENT.baselines.get(wildcards.model)
-    return last_pin(wildcards.model) if baseline and wildcards.checkpoint == baseline.name else []
 
 
 def shards_dir(path):

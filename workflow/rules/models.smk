@@ -22,12 +22,10 @@ rule train_model:
         "../scripts/train_model.py"
 
 
-# Runs where the Hub is reachable (the submit host on a cluster); the lock it writes is read by extraction. A
-# random-init baseline's lock copies the commit of its model's final lock (models.pinning.pin_random_init).
+# Runs where the Hub is reachable (the submit host on a cluster); the lock it writes is read by extraction.
 rule pin_checkpoint:
     input:
-        trained=trained_model_dir,
-        architecture=architecture_lock,
+        trained_model_dir,
     output:
         paths.lock(),
     params:
@@ -43,3 +41,24 @@ rule pin_checkpoint:
         ENV
     script:
         "../scripts/pin_checkpoint.py"
+
+
+# A random-init baseline (EXPERIMENT.baselines; the checkpoint name is reserved for it): the commit of its model's
+# last lock, so that both are the same config.json, and its seed (models.pinning.pin_random_init). No Hub access.
+ruleorder: pin_random_init > pin_checkpoint
+
+
+rule pin_random_init:
+    input:
+        lambda wildcards: last_pin(wildcards.model),
+    output:
+        paths.lock(checkpoint=RANDOM_INIT),
+    params:
+        checkpoint=lambda wildcards: EXPERIMENT.baselines[wildcards.model],
+    localrule: True
+    log:
+        paths.log("pin_random_init", "{model}"),
+    conda:
+        ENV
+    script:
+        "../scripts/pin_random_init.py"
