@@ -50,8 +50,9 @@ class Checkpoint:
 class RandomInit(Checkpoint):
     """A model's architecture with seeded random weights: the config.json of `location` at `revision` (pinned to the
     commit of the model's final checkpoint, `pinning.pin_random_init`), built with random weights after
-    ``torch.manual_seed(seed)`` (`extraction.loading.load_model`). It is no step of the model's training (step -1), so it has no health verdict and no
-    place in a series: only the figures that ask for baselines read its rows (`figures.rows.select`)."""
+    ``torch.manual_seed(seed)`` (`extraction.loading.load_model`). It is no step of the model's training (step -1),
+    so it has no health verdict and no place in a series: only the figures that ask for baselines read its rows
+    (`figures.rows.select`)."""
 
     seed: int
 
