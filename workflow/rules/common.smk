@@ -4,11 +4,13 @@
 # script reads every setting from the validated config.
 from shape_of_learning import paths
 from shape_of_learning.corpus import MODALITIES
-from shape_of_learning.experiment.config import result_settings, validate_config
+from shape_of_learning.experiment.config import read_config_file, result_settings, validate_config
 from shape_of_learning.experiment.dag import parse_reference, plan
 from shape_of_learning.models.checkpoints import RANDOM_INIT
 from shape_of_learning.models.revisions import check_revisions_offline
 
+for config_file in workflow.config_settings.configfiles or [Path(workflow.basedir) / "config.yaml"]:
+    read_config_file(config_file)  # Snakemake's reading keeps the last of two equal keys; refuse them instead
 validate_config(config)  # against workflow/schemas/, before any job runs; fills in every default
 EXPERIMENT = plan(config)
 config["models"] = EXPERIMENT.models  # the planned registry, one model per fine-tuning seed: what every script reads

@@ -22,7 +22,7 @@ CONFIG_SCHEMA, MODEL_SCHEMA = "config.schema.yaml", "model.schema.yaml"
 
 
 class ConfigError(ValueError):
-    """The config breaks its schema; the message names the key, what is wrong and what is allowed."""
+    """The config is invalid (its schema, a repeated key); the message names the key, what is wrong and the fix."""
 
 
 @functools.cache
@@ -66,8 +66,30 @@ def load_config(*paths: Path) -> dict:
 
     config = {}
     for path in paths:
-        update_config(config, yaml.safe_load(Path(path).read_text()))
+        update_config(config, read_config_file(path))
     return validate_config(config)
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML keeps the last of two equal keys in a mapping without a word: a model entry pasted under a name already
+    in use would replace the first entry. This loader refuses them."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise ConfigError(f"{self.name}: the key {key!r} appears twice in one mapping, at lines "
+                                  f"{seen[key] + 1} and {key_node.start_mark.line + 1}; YAML would keep only the "
+                                  "second: rename or remove one")
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep)
+
+
+def read_config_file(path: Path) -> dict:
+    """A config file's contents, refusing a key repeated within one mapping (naming both lines)."""
+    with open(path) as stream:
+        return yaml.load(stream, Loader=_UniqueKeyLoader) or {}
 
 
 def result_settings(value, where: str):
