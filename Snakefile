@@ -44,3 +44,27 @@ rule all:
     input:
         EXPERIMENT.targets(),
     default_target: True
+
+
+# One target per paper figure and companion analysis, as the config names them (a figure entry's `target:`, else its
+# kind), and `tables`: `snakemake --cores N figure3` makes that figure and only what it needs.
+for target, outputs in EXPERIMENT.named_targets().items():
+    if target in {existing.name for existing in workflow.rules}:
+        raise ValueError(f"figure target {target!r} is the name of a rule of the workflow; give the figure entry "
+                         "another `target:`")
+
+    rule:
+        name:
+            target
+        input:
+            outputs,
+        localrule: True
+
+
+# Every run ends naming what it could not make and why, and each failed job by its message and log.
+onsuccess:
+    report_outcome()
+
+
+onerror:
+    report_outcome()

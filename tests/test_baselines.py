@@ -14,7 +14,7 @@ from shape_of_learning.extraction.hidden_states import extract
 from shape_of_learning.extraction.shards import read_shard
 from shape_of_learning.figures.modality import by_modality, model_group
 from shape_of_learning.figures.paper import anisotropy_by_layer, profile_across_checkpoints
-from shape_of_learning.metrics.tables import SUMMARY_COLUMNS, build_tables
+from shape_of_learning.metrics.tables import SUMMARY_COLUMNS, model_tables
 from shape_of_learning.models.checkpoints import RANDOM_INIT, RandomInit, checkpoints, random_init
 from shape_of_learning.models.pinning import pin, pin_random_init
 
@@ -190,7 +190,7 @@ def test_tables_keep_baselines_out_of_health_and_read_layer_files_written_before
     health.to_parquet(tmp_path / "health.parquet")
     files = [layer_file(tmp_path / "old.parquet", "main", -1, None),  # written before the column existed
              layer_file(tmp_path / "base.parquet", RANDOM_INIT, -1, True)]
-    values, summary, _ = build_tables(files, [tmp_path / "health.parquet"])
+    values, summary = model_tables(files, tmp_path / "health.parquet")
     assert summary.set_index("checkpoint")["random_init"].to_dict() == {"main": False, RANDOM_INIT: True}
     assert summary["health"].isna().all()
 

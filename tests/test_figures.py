@@ -266,8 +266,22 @@ def test_plan_names_every_figure_of_the_demo_and_its_files_arguments_and_labels(
     assert sorted(figure.name for figure in experiment.figures) == [
         "anisotropy_by_layer", "by_modality", "id_across_checkpoints", "id_estimators_demo-pythia",
         "loss_demo-bert", "loss_demo-pythia", "profile_demo-bert_anisotropy", "profile_demo-pythia_anisotropy"]
-    assert experiment.figure("loss_demo-bert").inputs == ["results/tables/health/demo-bert.parquet"]
-    assert experiment.figure("by_modality").inputs == ["results/tables/summary.parquet"]
+    assert experiment.figure_inputs("loss_demo-bert") == ["results/tables/health/demo-bert.parquet"]
+    # its own models' summaries only, and the baseline of MiniLM, the one model without a step0
+    assert experiment.figure_inputs("by_modality") == [
+        "results/tables/models/demo-pythia/checkpoints.summary.parquet",
+        "results/tables/models/demo-bert/checkpoints.summary.parquet",
+        "results/tables/models/all-MiniLM-L6-v2/checkpoints.summary.parquet",
+        "results/tables/models/all-MiniLM-L6-v2/random-init.summary.parquet",
+        "results/tables/models/demo-vit/checkpoints.summary.parquet",
+        "results/tables/models/demo-resnet/checkpoints.summary.parquet"]
+    assert experiment.figure_inputs("anisotropy_by_layer") == [  # no baseline, though MiniLM has one
+        f"results/tables/models/{model}/checkpoints.summary.parquet"
+        for model in ("demo-bert", "all-MiniLM-L6-v2", "demo-pythia")]
+    # one named target per figure kind where the entries name none (the demo), and the other deliverables'
+    assert {name: len(outputs) for name, outputs in experiment.named_targets().items()} == {
+        "anisotropy_by_layer": 2, "profile_across_checkpoints": 4, "id_across_checkpoints": 2, "id_estimators": 2,
+        "loss_across_checkpoints": 4, "by_modality": 2, "rajaee_pilehvar": 7, "tables": 4}
     figure5 = experiment.figure("id_estimators_demo-pythia")
     assert figure5.outputs == ["results/figures/id_estimators_demo-pythia.png",
                                "results/figures/id_estimators_demo-pythia.pdf"]
@@ -292,7 +306,7 @@ def caption(figure: Figure, config: dict) -> str:
 
 def test_a_figure_draws_with_its_kind_and_its_caption_says_what_it_shows(summary, tmp_path):
     arguments = {**FIGURE_5, "model": "dec4", "metrics": ["id_twonn", "id_mada"]}
-    figure = Figure("id_estimators_dec4", "id_estimators", arguments)
+    figure = Figure("id_estimators_dec4", "id_estimators", arguments, "figure5")
     assert [ax.get_title() for ax in figure.draw(summary, *outputs(tmp_path, "f5")).axes] == [
         "Intrinsic dimension (TwoNN)", "Intrinsic dimension (MADA)"]
     assert_written(tmp_path, "f5")

@@ -13,7 +13,7 @@ from shape_of_learning.experiment.dag import plan
 from shape_of_learning.experiment.verify import problems
 from shape_of_learning.extraction.shards import write_shard
 from shape_of_learning.metrics.layer import measure_layer
-from shape_of_learning.metrics.tables import LAYER_COLUMNS, VALUE_COLUMNS, build_tables
+from shape_of_learning.metrics.tables import LAYER_COLUMNS, SUMMARY_COLUMNS, VALUE_COLUMNS, combine_tables, model_tables
 
 MANIFEST = {"model": "m", "checkpoint": "step2", "step": 2, "layers": 4, "last_layer_after_final_norm": True,
             "dtype": "float32"}
@@ -62,14 +62,31 @@ def test_tables_carry_each_checkpoint_s_verdict_and_summarise_over_batches(tmp_p
     health = tmp_path / "health.parquet"
     pd.DataFrame({"model": "m", "checkpoint": ["step1", "step2", "step3"], "step": [1, 2, 3],
                   "health": [None, "out of place", None], "drawn_as": [None, None, "step1"]}).to_parquet(health)
-    values, summary, checkpoints = build_tables(files, [health])
-    assert len(values) == 5 and list(values.columns) == VALUE_COLUMNS and len(checkpoints) == 3
+    values, summary = model_tables(files, health)
+    assert len(values) == 5 and list(values.columns) == VALUE_COLUMNS
     rows = summary.set_index("checkpoint")
     assert pd.isna(rows.loc["step1", "health"]) and rows.loc["step2", "health"] == "out of place"
     assert rows.loc["step3", "drawn_as"] == "step1"
     assert rows.loc["step1", "mean"] == 2.0 and rows.loc["step1", "std"] == pytest.approx(np.sqrt(2))  # ddof = 1
     assert rows.loc["step3", "std"] == 0.0 and np.isnan(rows.loc["step2", "std"])  # one batch: no spread
     assert rows["batches"].tolist() == [2, 1, 2]
+
+
+def test_every_model_s_tables_combine_into_one_sorted_table_with_every_checkpoint_s_health(tmp_path):
+    health = tmp_path / "health.parquet"
+    pd.DataFrame({"model": "m", "checkpoint": ["step1", "step2"], "step": [1, 2], "health": [None, "broken"],
+                  "drawn_as": None}).to_parquet(health)
+    parts = {"checkpoints": model_tables([layer_file(tmp_path / "b.parquet", "step2", 2, [5.0]),
+                                          layer_file(tmp_path / "a.parquet", "step1", 1, [1.0, 3.0])], health),
+             "baseline": model_tables([layer_file(tmp_path / "r.parquet", "random-init", -1, [0.5])])}
+    for name, (values, summary) in parts.items():
+        values.to_parquet(tmp_path / f"{name}.metrics.parquet")
+        summary.to_parquet(tmp_path / f"{name}.summary.parquet")
+    values, summary, checkpoints = combine_tables([tmp_path / f"{name}.metrics.parquet" for name in parts],
+                                                  [tmp_path / f"{name}.summary.parquet" for name in parts], [health])
+    assert len(values) == 4 and list(summary.columns) == SUMMARY_COLUMNS and len(checkpoints) == 2
+    assert summary["checkpoint"].tolist() == ["random-init", "step1", "step2"]  # by step, across the parts
+    assert summary["health"].isna().tolist() == [True, True, False] and summary["health"].iloc[2] == "broken"
 
 
 CONFIG = {"corpus": {"name": "c"}, "windows": {},

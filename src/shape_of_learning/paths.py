@@ -93,6 +93,13 @@ def table(name: str) -> str:
     return f"{RESULTS}/tables/{name}"
 
 
+def model_table(model: str = "{model}", series: str = "{series}", part: str = "{part}") -> str:
+    """One model's tables, which its figures read: `part` metrics (one row per batch) or summary (over batches), of
+    one `series`: its checkpoints, or its random-init baseline (models.checkpoints.RANDOM_INIT), kept apart so that a
+    figure without baselines never waits for one."""
+    return table(f"models/{model}/{series}.{part}.parquet")
+
+
 METRICS_TABLE = table("metrics.parquet")
 SUMMARY = table("summary.parquet")
 SUMMARY_CSV = table("summary.csv")

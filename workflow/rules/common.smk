@@ -2,19 +2,27 @@
 # Paths come from shape_of_learning.paths. A job's params hold what reruns it when it changes (`result_settings`:
 # the config's settings less those the schema marks `x-rerun: false`) and the planned objects it works on; its
 # script reads every setting from the validated config.
+import time
+
 from shape_of_learning import paths
 from shape_of_learning.corpus import MODALITIES
 from shape_of_learning.experiment.config import read_config_file, result_settings, validate_config
-from shape_of_learning.experiment.dag import parse_reference, plan
+from shape_of_learning.experiment.dag import SERIES, parse_reference, plan
+from shape_of_learning.experiment.outcome import drop_unavailable, missing
 from shape_of_learning.models.checkpoints import RANDOM_INIT
-from shape_of_learning.models.revisions import check_revisions_offline
+from shape_of_learning.models.revisions import revision_problems
 
 for config_file in workflow.config_settings.configfiles or [Path(workflow.basedir) / "config.yaml"]:
     read_config_file(config_file)  # Snakemake's reading keeps the last of two equal keys; refuse them instead
 validate_config(config)  # against workflow/schemas/, before any job runs; fills in every default
 EXPERIMENT = plan(config)
 config["models"] = EXPERIMENT.models  # the planned registry, one model per fine-tuning seed: what every script reads
-check_revisions_offline(EXPERIMENT.checkpoints, EXPERIMENT.models)  # preflight, without network: does each exist?
+RUN_STARTED = time.time()  # the failed jobs this run ends by naming are those whose logs it wrote
+if workflow.is_main_process:  # preflight, without network: does each configured checkpoint exist?
+    problems = revision_problems(EXPERIMENT.checkpoints, EXPERIMENT.models)
+    if problems and not workflow.execution_settings.keep_going:
+        raise next(iter(problems.values()))  # before any job
+    drop_unavailable(EXPERIMENT, problems)  # --keep-going: every target that does not need them is still made
 if workflow.output_settings.dryrun:  # while parsing, Snakemake tells a dry run by its output settings only
     from shape_of_learning.experiment import disk
 
@@ -73,3 +81,11 @@ def finetuning_data(wildcards):
     """What a `finetune:` entry trains on: the dataset of its `data` ("dataset/split"), and its base model's lock."""
     spec = model_entry(wildcards)["finetune"]
     return {"pairs": paths.dataset(parse_reference(spec["data"])[0]), "pin": last_pin(spec["base"])}
+
+
+def report_outcome():
+    """Print what this run was asked for and could not make, and why (shape_of_learning.experiment.outcome)."""
+    dag = workflow.dag
+    requested_rules = {job.rule.name for job in dag.targetjobs}
+    for line in missing(EXPERIMENT, set(map(str, dag.derived_targetfiles)), requested_rules, RUN_STARTED):
+        print(line, file=sys.stderr)

@@ -1,11 +1,11 @@
-# Figures: one job per planned figure (EXPERIMENT.figures); each reads only the tidy summary table (or its models'
+# Figures: one job per planned figure (EXPERIMENT.figures); each reads only its own models' summary tables (or their
 # health tables), never recomputes a metric. Kinds, captions and labels: shape_of_learning.figures.kinds.FIGURE_KINDS.
 import re
 
 
 rule plot_figure:
     input:
-        lambda wildcards: EXPERIMENT.figure(wildcards.figure).inputs,
+        lambda wildcards: EXPERIMENT.figure_inputs(wildcards.figure),
     output:
         png=report(paths.figure("{figure}", "png"), caption="../report/figure.rst", category="Figures",
                    labels=lambda wildcards: EXPERIMENT.figure(wildcards.figure).labels),

@@ -1,4 +1,5 @@
-# Metrics: one job per (model, checkpoint, layer) or per metrics.layers_per_job layers, then one tidy table.
+# Metrics: one job per (model, checkpoint, layer) or per metrics.layers_per_job layers, then each model's tables
+# (what its figures read), then every model's in one.
 
 
 rule measure_layers:
@@ -20,10 +21,30 @@ rule measure_layers:
         "../scripts/measure_layers.py"
 
 
+rule tabulate_model_metrics:
+    input:
+        metrics=lambda wildcards: [paths.layer_metrics(wildcards.model, ckpt.name, group)
+                                   for ckpt in EXPERIMENT.series(wildcards.model, wildcards.series)
+                                   for group in EXPERIMENT.layer_groups(wildcards.model)],
+        health=lambda wildcards: paths.health(wildcards.model) if wildcards.series == SERIES[0] else [],
+    output:
+        values=paths.model_table(part="metrics"),
+        summary=paths.model_table(part="summary"),
+    wildcard_constraints:
+        series="|".join(SERIES),
+    localrule: True
+    log:
+        paths.log("tabulate_model_metrics", "{model}/{series}"),
+    conda:
+        ENV
+    script:
+        "../scripts/tabulate_model_metrics.py"
+
+
 rule tabulate_metrics:
     input:
-        metrics=[paths.layer_metrics(model, ckpt.name, group) for model in EXPERIMENT.checkpoints
-                 for ckpt in EXPERIMENT.measured(model) for group in EXPERIMENT.layer_groups(model)],
+        values=[paths.model_table(model, series, "metrics") for model, series in EXPERIMENT.model_series()],
+        summaries=[paths.model_table(model, series, "summary") for model, series in EXPERIMENT.model_series()],
         health=[paths.health(model) for model in EXPERIMENT.checkpoints],
     output:
         values=paths.METRICS_TABLE,

@@ -1,9 +1,10 @@
 """The experiment as the workflow sees it, planned from the validated config alone: every checkpoint and its layer
-groups, every figure, and every job of the Rajaee & Pilehvar analysis.
+groups, every figure, every job of the Rajaee & Pilehvar analysis, and what a user can ask for (`Deliverable`): each
+figure, that analysis and every model's tables, with the models each needs and the named target that builds it.
 
 Everything is enumerated at parse time (no Snakemake checkpoints), so `snakemake -n` on thousands of jobs stays
 fast and works offline. Planning reads no file: whether the configured checkpoints exist is the preflight's
-question (`shape_of_learning.models.revisions.check_revisions_offline`, run by common.smk after `plan`).
+question (`shape_of_learning.models.revisions.revision_problems`, run by common.smk after `plan`).
 Cross-references a schema cannot check (a figure's models, a pair's fine-tuned model, a dataset split) fail here.
 """
 
@@ -13,12 +14,15 @@ from dataclasses import dataclass, field
 from shape_of_learning import paths
 from shape_of_learning.figures.kinds import FIGURE_KINDS, Figure
 from shape_of_learning.figures.modality import model_group
-from shape_of_learning.models.checkpoints import Checkpoint, RandomInit, checkpoints, random_init
+from shape_of_learning.models.checkpoints import RANDOM_INIT, Checkpoint, RandomInit, checkpoints, random_init
 
 RAJAEE_PILEHVAR_TABLES = [paths.table(f"rajaee_pilehvar_table{number}.csv") for number in (1, 2)]
 RAJAEE_PILEHVAR_REPORT = paths.table("rajaee_pilehvar_tables.html")
 RAJAEE_PILEHVAR_FIGURES = {number: [paths.figure(f"rajaee_pilehvar_figure{number}", ext) for ext in
                                     paths.FIGURE_FORMATS] for number in (1, 2)}
+GLOBAL_TABLES = [paths.METRICS_TABLE, paths.SUMMARY, paths.SUMMARY_CSV, paths.CHECKPOINTS_TABLE]
+# A model's measured series (`paths.model_table`): its checkpoints, and its random-init baseline where planned
+SERIES = ("checkpoints", RANDOM_INIT)
 
 
 def seed_model(model: str, seed: int) -> str:
@@ -71,6 +75,17 @@ class Analysis:
         return paths.isotropy_settings(*parse_reference(self.reference), self.model, part)
 
 
+@dataclass(frozen=True)
+class Deliverable:
+    """A final output a user asks for: a figure, the Rajaee & Pilehvar analysis or every model's tables; its files, the
+    models it needs, and its named target (a rule of the Snakefile: `snakemake figure3`)."""
+
+    name: str
+    target: str
+    outputs: tuple[str, ...]
+    models: tuple[str, ...]
+
+
 @dataclass
 class Experiment:
     models: dict[str, dict]
@@ -83,9 +98,30 @@ class Experiment:
     training_data: list[str] = field(default_factory=list)  # dataset splits fine-tuned on, left out of evaluations
     # random-initialisation baselines, kept apart from `checkpoints` (what health, series and fine-tuning read)
     baselines: dict[str, RandomInit] = field(default_factory=dict)
+    # models that cannot be had, each with the reason (a --keep-going run drops what needs them: `deliverables`)
+    unavailable: dict[str, str] = field(default_factory=dict)
 
     def figure(self, name: str) -> Figure:
         return next(figure for figure in self.figures if figure.name == name)
+
+    def figure_inputs(self, name: str) -> list[str]:
+        """The tables a figure reads: its models' health tables, or their summaries (`paths.model_table`), those of
+        their random-init baselines too where the figure draws baselines. Never another model's: a figure waits for
+        its own models only, and adding a model elsewhere leaves it untouched."""
+        figure = self.figure(name)
+        if figure.reads == "health":
+            return [paths.health(model) for model in figure.models]
+        series = SERIES if "random_init_seed" in figure.arguments else SERIES[:1]
+        return [paths.model_table(model, one, "summary") for model in figure.models for one in series
+                if one != RANDOM_INIT or model in self.baselines]
+
+    def series(self, model: str, series: str) -> list[Checkpoint]:
+        """The checkpoints of one of a model's `SERIES`."""
+        return self.checkpoints[model] if series == SERIES[0] else [self.baselines[model]]
+
+    def model_series(self) -> list[tuple[str, str]]:
+        """Every (model, series) measured: each model's checkpoints, and its baseline where planned."""
+        return [(model, SERIES[0]) for model in self.checkpoints] + [(model, RANDOM_INIT) for model in self.baselines]
 
     def measured(self, model: str) -> list[Checkpoint]:
         """The checkpoints extracted and measured: the model's own, and its random-init baseline where planned."""
@@ -127,13 +163,42 @@ class Experiment:
         """The k-means seeds of a model's analysis jobs (`Analysis.seeds`, the same on every split)."""
         return next(job.seeds for job in self.analyses if job.model == model)
 
-    def targets(self) -> list[str]:
-        """Every final output: the tables, every figure, and the Rajaee & Pilehvar tables and figures."""
-        found = [paths.METRICS_TABLE, paths.SUMMARY, paths.SUMMARY_CSV, paths.CHECKPOINTS_TABLE]
-        found += [path for figure in self.figures for path in figure.outputs]
+    def deliverables(self) -> list[Deliverable]:
+        """Every final output, planned: each figure (its target the config entry's `target`, else its kind), the
+        Rajaee & Pilehvar tables and figures (`rajaee_pilehvar`), every model's tables in one (`tables`)."""
+        found = [Deliverable(figure.name, figure.target, tuple(figure.outputs), self.needs(figure.models))
+                 for figure in self.figures]
         if self.pairs:
-            found += [*RAJAEE_PILEHVAR_TABLES, RAJAEE_PILEHVAR_REPORT, *RAJAEE_PILEHVAR_FIGURES[1],
-                      *RAJAEE_PILEHVAR_FIGURES[2]]
+            outputs = (*RAJAEE_PILEHVAR_TABLES, RAJAEE_PILEHVAR_REPORT, *RAJAEE_PILEHVAR_FIGURES[1],
+                       *RAJAEE_PILEHVAR_FIGURES[2])
+            found.append(Deliverable("rajaee_pilehvar", "rajaee_pilehvar", outputs,
+                                     self.needs(job.model for job in self.analyses)))
+        found.append(Deliverable("tables", "tables", tuple(GLOBAL_TABLES), tuple(self.checkpoints)))
+        return found
+
+    def needs(self, models) -> tuple[str, ...]:
+        """The models whose results `models` need: each, and a fine-tuned model's base too."""
+        found = {}
+        for model in models:
+            found.update(dict.fromkeys([self.models[model].get("finetune", {}).get("base", model), model]))
+        return tuple(found)
+
+    def blocked_by(self, deliverable: Deliverable) -> list[str]:
+        """Its models that cannot be had (`unavailable`)."""
+        return [model for model in deliverable.models if model in self.unavailable]
+
+    def targets(self) -> list[str]:
+        """Every final output that can be made: the outputs of every deliverable not blocked by a model that cannot
+        be had (`snakemake`'s default target, rule `all`)."""
+        return [path for target in self.named_targets().values() for path in target]
+
+    def named_targets(self) -> dict[str, list[str]]:
+        """Each named target's outputs, those of deliverables blocked by a model that cannot be had left out."""
+        found = {}
+        for deliverable in self.deliverables():
+            outputs = found.setdefault(deliverable.target, [])
+            if not self.blocked_by(deliverable):
+                outputs += deliverable.outputs
         return found
 
 
@@ -211,8 +276,10 @@ def plan_figures(kind: str, entry: dict | list, config: dict) -> list[Figure]:
         entries = [{**{key: value for key, value in e.items() if key != "models"}, "model": model}
                    for e in entries for model in e["models"]]
     figures = []
-    for arguments in entries:
-        figure = Figure(spec.stem.format(**arguments), kind, arguments)
+    for entry_arguments in entries:
+        target = entry_arguments.get("target", kind)
+        arguments = {key: value for key, value in entry_arguments.items() if key != "target"}
+        figure = Figure(spec.stem.format(**arguments), kind, arguments, target)
         if unknown := [m for m in figure.models if m not in config["models"]]:
             raise ValueError(f"figures.{kind} names models {unknown} that are not in the `models:` registry (known: "
                              f"{sorted(config['models'])}, a `finetune:` entry by the run of each seed); add an entry "
@@ -224,7 +291,7 @@ def plan_figures(kind: str, entry: dict | list, config: dict) -> list[Figure]:
                     "layer_average_over": config["figures"]["layer_average"],
                     "groups": {model: model_group(config["models"][model]) for model in figure.models}}
         taken = inspect.signature(spec.draw).parameters
-        figures.append(Figure(figure.name, kind, arguments | {k: v for k, v in settings.items() if k in taken}))
+        figures.append(Figure(figure.name, kind, arguments | {k: v for k, v in settings.items() if k in taken}, target))
     return figures
 
 

@@ -8,7 +8,7 @@ figure shares: models, batches, layer average, estimator settings, checkpoint he
 
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from shape_of_learning import paths
 from shape_of_learning.figures.loss import loss_across_checkpoints
@@ -29,10 +29,10 @@ class FigureKind:
 
     Its entry under `figures:` in the config (one schema entry, named as the function) gives one figure, or one per
     item of a list, or with `per_model` one per entry of its `models` (drawn with `model=`). Files: `paths.figure`
-    of `stem`, formatted with the figure's arguments. The plotting function gets the entry's fields as keyword
-    arguments, and those of `flagged`, `layer_average_over` and `groups` it takes, from the config
-    (`shape_of_learning.experiment.dag.plan`). It reads the summary table, or with `reads="health"` its models'
-    health tables (`paths.health`).
+    of `stem`, formatted with the figure's arguments. The plotting function gets the entry's fields (less `target`,
+    the named target that builds it) as keyword arguments, and those of `flagged`, `layer_average_over` and `groups`
+    it takes, from the config (`shape_of_learning.experiment.dag.plan`). It reads its models' summary tables, or with
+    `reads="health"` their health tables.
     """
 
     draw: Callable
@@ -54,19 +54,14 @@ FIGURE_KINDS: dict[str, FigureKind] = {kind.draw.__name__: kind for kind in [
 
 @dataclass(frozen=True)
 class Figure:
-    """One figure of the plan: its file stem, its kind (a key of `FIGURE_KINDS`) and the keyword arguments of the
-    kind's plotting function."""
+    """One figure of the plan: its file stem, its kind (a key of `FIGURE_KINDS`), the keyword arguments of the kind's
+    plotting function and its named target. The tables it reads: `Experiment.figure_inputs`."""
 
     name: str
     kind: str
     arguments: dict  # models=/model= and metric=/metrics=, as the plotting function names them
-
-    @property
-    def inputs(self) -> list[str]:
-        """The tables it reads: the summary, or its models' health tables."""
-        if FIGURE_KINDS[self.kind].reads == "health":
-            return [paths.health(model) for model in self.models]
-        return [paths.SUMMARY]
+    # the named target that builds it: its entry's `target`, else its kind (`snakemake figure3`); no param of the job
+    target: str = field(repr=False, compare=False)
 
     @property
     def outputs(self) -> list[str]:

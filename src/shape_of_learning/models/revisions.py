@@ -3,7 +3,7 @@
 Upstream checkpoint series name branches that never existed in their cards (bloom-1b7 and bloom-3b stop near
 global_step340000; docs/upstream-hazards.md), so every configured revision is checked: on the Hub by the
 pin job (`pinning.pin`), and before any job runs, without network, against what is known locally
-(`check_revisions_offline`). `report` lists a repository's refs by step for `python -m shape_of_learning refs`.
+(`revision_problems`). `report` lists a repository's refs by step for `python -m shape_of_learning refs`.
 """
 
 import difflib
@@ -63,7 +63,14 @@ def check_revision(repo: str, revision: str, refs: list[str], where: str) -> Non
 
 
 def check_revisions_offline(checkpoints: dict[str, list[Checkpoint]], models: dict[str, dict]) -> None:
-    """Reject configured checkpoints that do not exist, before any job runs and without network.
+    """Raise the first of `revision_problems`, if any."""
+    for error in revision_problems(checkpoints, models).values():
+        raise error
+
+
+def revision_problems(checkpoints: dict[str, list[Checkpoint]], models: dict[str, dict]) -> dict[str, Exception]:
+    """Each model with a configured checkpoint that does not exist, and the error naming it, found before any job
+    runs and without network.
 
     `path:`/`package:` models: every checkpoint's directory (the revision's subdirectory) must exist. Hub models:
     revisions are checked against the refs known here, if any: the refs an earlier pin read on the Hub (its lock's
@@ -72,16 +79,21 @@ def check_revisions_offline(checkpoints: dict[str, list[Checkpoint]], models: di
     with a lock file was pinned, so it exists: a finished run stays usable offline, its weights evicted or its
     results copied to another machine. Reads the working directory's locks (`paths.lock`).
     """
+    problems = {}
     for model, found in checkpoints.items():
         found = [c for c in found if not Path(paths.lock(model, c.name)).is_file()]
-        if "path" in models[model] or "package" in models[model]:
-            _check_directories(model, found)
-            continue
-        for repo in dict.fromkeys(c.location for c in found if c.source == "hub"):
-            refs, where = _known_refs(repo, Path(paths.lock_dir(model)))
-            for ckpt in found:
-                if refs and ckpt.location == repo:
-                    check_revision(repo, ckpt.revision, refs, where)
+        try:
+            if "path" in models[model] or "package" in models[model]:
+                _check_directories(model, found)
+                continue
+            for repo in dict.fromkeys(c.location for c in found if c.source == "hub"):
+                refs, where = _known_refs(repo, Path(paths.lock_dir(model)))
+                for ckpt in found:
+                    if refs and ckpt.location == repo:
+                        check_revision(repo, ckpt.revision, refs, where)
+        except (MissingRevisionError, FileNotFoundError) as error:
+            problems[model] = error
+    return problems
 
 
 def _check_directories(model: str, found: list[Checkpoint]) -> None:

@@ -1,0 +1,65 @@
+"""What a run delivered: the deliverables (`dag.Deliverable`) a user asked for that it could not make, the models
+that blocked each and why, and the jobs that failed, each by its message and its log. The Snakefile prints these
+lines at the end of every run (onsuccess, onerror), so a `--keep-going` run that could not have a model still says,
+figure by figure, what is missing and what to fix.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+from shape_of_learning import paths
+from shape_of_learning.experiment.dag import Experiment
+from shape_of_learning.logs import failure_message
+
+
+def drop_unavailable(experiment: Experiment, problems: dict[str, Exception]) -> None:
+    """Record models that cannot be had (`Experiment.unavailable`), so that the targets leave out what needs them,
+    and say which, one line per model."""
+    experiment.unavailable = {model: str(error) for model, error in problems.items()}
+    for model, reason in experiment.unavailable.items():
+        dropped = [d.name for d in experiment.deliverables() if model in d.models]
+        print(f"--keep-going: leaving out {', '.join(dropped)}, which need model {model!r}: {reason}",
+              file=sys.stderr)
+
+
+def failed_jobs(since: float, logs: str = paths.LOGS) -> list[tuple[str, str]]:
+    """(log, message) of each job whose log was written after `since` (a time.time()) and ends with its failure
+    (`logs.failure_message`), oldest first."""
+    found = []
+    for folder, _, files in os.walk(logs):
+        for name in files:
+            path = os.path.join(folder, name)
+            if os.stat(path).st_mtime >= since and (message := failure_message(path)) is not None:
+                found.append((os.stat(path).st_mtime, path, message))
+    return [(path, message) for _, path, message in sorted(found)]
+
+
+def job_models(log: str, logs: str = paths.LOGS) -> tuple[str, ...]:
+    """The names a job's log is filed under (`paths.log`: logs/{rule}/{model}/{checkpoint}.log, ...), its rule's
+    left out: a model's jobs are those whose log names it."""
+    return Path(log).relative_to(logs).with_suffix("").parts[1:]
+
+
+def missing(experiment: Experiment, requested_files: set[str], requested_rules: set[str], since: float,
+            logs: str = paths.LOGS) -> list[str]:
+    """One line per failed job (its message and its log), then one per deliverable asked for and not made: its
+    target, its first file, and what blocked it (a model that cannot be had, or a model whose job failed, and why).
+
+    Asked for: one of its files was a target of the run, or its named target or `all` was.
+    """
+    failures = failed_jobs(since, logs)
+    lines = [f"failed: {message} (log: {log})" for log, message in failures]
+    for deliverable in experiment.deliverables():
+        asked = (not requested_files.isdisjoint(deliverable.outputs)
+                 or not requested_rules.isdisjoint({deliverable.target, "all"}))
+        if not asked or all(Path(path).is_file() for path in deliverable.outputs):
+            continue
+        reasons = [f"{model} cannot be had: {experiment.unavailable[model]}"
+                   for model in experiment.blocked_by(deliverable)]
+        for name in (*deliverable.models, deliverable.name):  # each model's first failed job, and its own job's
+            reasons += [f"{name}: {message} (log: {log})" for log, message in failures
+                        if name in job_models(log, logs)][:1]
+        lines.append(f"not made: {deliverable.target} ({deliverable.outputs[0]}): "
+                     f"{'; '.join(dict.fromkeys(reasons)) or 'a job it needs failed or did not run (see above)'}")
+    return lines
