@@ -118,8 +118,10 @@ def _pin_hub(repo: str, revision: str) -> tuple[str, dict[str, str], dict[str, i
         raise  # the Hub answered (repo not found, gated, ...): its message says which
     except (OfflineModeIsEnabled, HTTPError) as error:  # no network: fall back to what the cache holds
         logger.info("Hub unreachable for %s@%s (%s); pinning from the local cache", repo, revision, error)
-        return *_pin_from_cache(repo, revision), None
-    return info.sha, *hub_files(info.siblings), refs
+    else:
+        return info.sha, *hub_files(info.siblings), refs
+    # outside the handler, so that the cache's error (no copy, no such revision) is logged without the Hub's
+    return *_pin_from_cache(repo, revision), None
 
 
 def hub_files(siblings) -> tuple[dict[str, str], dict[str, int | None]]:
