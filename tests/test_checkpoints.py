@@ -109,6 +109,22 @@ def test_checks_the_schema_cannot_express_name_the_model_and_the_fix(entry, mess
         checkpoints("m", validated(entry))
 
 
+@pytest.mark.parametrize("name", ["stepX", "step_final", "global_stepX", "STEP", "step100B"])
+def test_a_name_that_says_step_without_a_readable_step_is_refused_naming_the_entry_and_the_fix(name):
+    with pytest.raises(ValueError, match=rf"model 'gpt2': checkpoint '{name}' says 'step' but gives no step .*"
+                                         rf"mapping {{name: {name}, revision: .*, step: <training step>}}"):
+        checkpoints("gpt2", validated({**GPT2, "checkpoints": ["main", name]}))
+
+
+def test_names_that_are_no_training_step_keep_step_minus_1_and_a_mapping_gives_the_step():
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    found = checkpoints("gpt2", validated({**GPT2, "checkpoints": [
+        "main", sha, "v1.1", "final-footsteps", {"name": "stepX", "revision": "abc123", "step": 7}]}))
+    assert [(c.name, c.revision, c.step) for c in found] == [
+        ("main", "main", -1), (sha, sha, -1), ("v1.1", "v1.1", -1), ("final-footsteps", "final-footsteps", -1),
+        ("stepX", "abc123", 7)]
+
+
 # What the stages read of a model entry without checking for it: extraction (hidden_states.extract, loading), the
 # checkpoints, the metrics table (kind) and the modality figure (text_unit).
 READ_BY_THE_STAGES = ("kind", "layers", "modality", "text_unit", "tokenizer", "dtype", "weights", "batch_size",
