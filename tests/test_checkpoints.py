@@ -1,12 +1,12 @@
-"""Model entries expanded into checkpoints (shape_of_learning.models.checkpoints), their errors, and the model-entry
-schema."""
+"""Model entries expanded into checkpoints (shape_of_learning.models.checkpoints), their errors, the model-entry
+schema, and the defaults the config schema fills in."""
 
 import copy
 from pathlib import Path
 
 import pytest
 
-from shape_of_learning.experiment.config import ConfigError, validate_model_entry
+from shape_of_learning.experiment.config import ConfigError, validate_config, validate_model_entry
 from shape_of_learning.models.checkpoints import Checkpoint, checkpoints, parse_step, revisions, tokenizer_location
 
 PYTHIA_EVERY_10TH = {"hub_id": "EleutherAI/pythia-2.8b", "kind": "decoder", "layers": 32,
@@ -109,6 +109,22 @@ def test_checks_the_schema_cannot_express_name_the_model_and_the_fix(entry, mess
         checkpoints("m", validated(entry))
 
 
+@pytest.mark.parametrize("name", ["stepX", "step_final", "global_stepX", "STEP", "step100B"])
+def test_a_name_that_says_step_without_a_readable_step_is_refused_naming_the_entry_and_the_fix(name):
+    with pytest.raises(ValueError, match=rf"model 'gpt2': checkpoint '{name}' says 'step' but gives no step .*"
+                                         rf"mapping {{name: {name}, revision: .*, step: <training step>}}"):
+        checkpoints("gpt2", validated({**GPT2, "checkpoints": ["main", name]}))
+
+
+def test_names_that_are_no_training_step_keep_step_minus_1_and_a_mapping_gives_the_step():
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    found = checkpoints("gpt2", validated({**GPT2, "checkpoints": [
+        "main", sha, "v1.1", "final-footsteps", {"name": "stepX", "revision": "abc123", "step": 7}]}))
+    assert [(c.name, c.revision, c.step) for c in found] == [
+        ("main", "main", -1), (sha, sha, -1), ("v1.1", "v1.1", -1), ("final-footsteps", "final-footsteps", -1),
+        ("stepX", "abc123", 7)]
+
+
 # What the stages read of a model entry without checking for it: extraction (hidden_states.extract, loading), the
 # checkpoints, the metrics table (kind) and the modality figure (text_unit).
 READ_BY_THE_STAGES = ("kind", "layers", "modality", "text_unit", "tokenizer", "dtype", "weights", "batch_size",
@@ -142,3 +158,14 @@ def test_a_validated_entry_holds_every_key_the_stages_read(entry):
 def test_schema_rejects_bad_entries_naming_the_key_and_what_is_allowed(entry, message):
     with pytest.raises(ConfigError, match=f"^model entry(: |\\.){message}"):
         validate_model_entry(copy.deepcopy(entry))
+
+
+def test_a_minimal_config_validates_and_every_section_without_a_required_key_gets_its_defaults():
+    config = validate_config({"corpus": {"name": "enwiki-sample"}, "models": {"minilm": copy.deepcopy(MINILM)},
+                              "figures": {"anisotropy_by_layer": {"models": ["minilm"]}}})
+    assert config["windows"] == {"count": 20000, "chars": 1000, "seed": 0}
+    assert config["extraction"]["store_dtype"] == "float16" and config["extraction"]["loss"]["tokens"] == 512
+    assert config["metrics"]["batch_size"] == 4096 and config["health"]["same_behaviour"]["float32"] == 1e-4
+    assert config["figures"]["anisotropy_by_layer"]["metric"] == "anisotropy"
+    with pytest.raises(ConfigError, match="'corpus' is a required property"):
+        validate_config({"models": {"minilm": copy.deepcopy(MINILM)}, "figures": {}})

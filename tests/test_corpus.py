@@ -30,7 +30,7 @@ from shape_of_learning.corpus import (
     write_windows,
 )
 from shape_of_learning.corpus import clean as clean_module
-from shape_of_learning.corpus import fetch as fetch_module
+from shape_of_learning import network
 
 DATA = Path(__file__).parent / "data"
 ENWIK8_HEAD = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "enwik8-head-4154064.xml"
@@ -263,7 +263,7 @@ class _DumpHandler(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def serve(monkeypatch):
-    monkeypatch.setattr(fetch_module, "_BACKOFF_S", 0.0)
+    monkeypatch.setattr(network, "sleep", lambda seconds: None)
     servers = []
 
     def start(payload=ZIPPED, *, drops=0, supports_range=True, status=200):
@@ -308,13 +308,20 @@ def test_obtain_does_not_retry_a_missing_url(tmp_path, serve):
     assert len(server.ranges) == 1
 
 
+def test_obtain_retries_a_server_error_until_its_attempts_are_spent(tmp_path, serve):
+    server, url = serve(status=503)
+    with pytest.raises(CorpusUnavailableError, match=f"could not download {url} after 3 attempts .*503"):
+        obtain(tmp_path / "enwik8", url=url, local_path=None, attempts=3, **PINNED)
+    assert len(server.ranges) == 3
+
+
 def test_obtain_offline_says_what_is_missing_and_how_to_supply_it(tmp_path, monkeypatch):
-    monkeypatch.setattr(fetch_module, "_BACKOFF_S", 0.0)
+    monkeypatch.setattr(network, "sleep", lambda seconds: None)
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{probe.getsockname()[1]}/enwik8.zip"
     with pytest.raises(CorpusUnavailableError) as error:
-        obtain(tmp_path / "enwik8", url=url, local_path=None, retries=2, **PINNED)
+        obtain(tmp_path / "enwik8", url=url, local_path=None, attempts=2, **PINNED)
     assert f"could not download {url} after 2 attempts" in str(error.value)
     assert "offline" in str(error.value) and "`corpus: local_path:" in str(error.value)
 

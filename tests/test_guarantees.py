@@ -413,7 +413,7 @@ def test_truncated_metrics_file_stops_the_table_naming_it_and_the_log(finished, 
 def test_no_network_and_no_local_copy_name_what_is_missing_and_how_to_supply_it(tmp_path, monkeypatch):
     with pytest.raises(corpus.CorpusUnavailableError, match=r"example\.invalid.*local_path"):
         corpus.obtain(tmp_path / "raw.xml", url="https://example.invalid/enwik8.zip", local_path=None, size=None,
-                      md5=None, sha256=None, retries=1)
+                      md5=None, sha256=None, attempts=1)
     from huggingface_hub import constants
 
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))

@@ -12,8 +12,8 @@ PACKAGE = REPO / "src" / "shape_of_learning"
 RULES = REPO / "workflow" / "rules"
 # Floors, lowest first: what every stage shares; the stages in DAG order; the layer that validates, plans and verifies
 # a run (common.smk's); the command line above it all. A module may import its own floor and those below it.
-FLOORS = [("__init__", "paths", "logs"), ("corpus",), ("models",), ("extraction",), ("health",), ("metrics",),
-          ("figures",), ("finetuning",), ("experiment",), ("__main__",)]
+FLOORS = [("__init__", "paths", "logs", "network"), ("corpus",), ("models",), ("extraction",), ("health",),
+          ("metrics",), ("figures",), ("finetuning",), ("experiment",), ("__main__",)]
 
 
 def floor(module: str) -> int:

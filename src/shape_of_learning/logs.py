@@ -2,15 +2,21 @@
 
 import contextlib
 import logging
+import os
 import sys
+
+FAILED = "job failed: "  # begins the last line of a failed job's log; `failure_message` reads what follows
+_TAIL_BYTES = 1 << 16  # of a log read by `failure_message`: its last line, whatever the progress bars above it
 
 
 @contextlib.contextmanager
 def job_logging(snakemake):
-    """Send logging and progress bars (stderr) to the job's log file; on failure, also show the error on the console.
+    """Send logging and progress bars (stderr) to the job's log file; on failure, show one line on the console.
 
-    Progress bars and tracebacks land in `logs/...`; the one-line error also reaches Snakemake's own output, so a
-    user sees what went wrong and how to fix it without opening the log.
+    Progress bars and the traceback land in `logs/...`, which then ends with ``job failed: <the error on one line>``
+    (`failure_message`). The console gets ``Error in rule <rule>: <the error>`` and the log's path, so a user sees
+    what went wrong and how to fix it without opening the log; the script then exits with status 1 instead of
+    raising, so Python prints no second traceback beside Snakemake's own report.
     """
     console = sys.stderr
     with open(snakemake.log[0], "w", buffering=1) as log:
@@ -24,8 +30,23 @@ def job_logging(snakemake):
                 torch.set_num_threads(max(1, snakemake.threads))
             yield
         except Exception as error:
+            message = " ".join(str(error).split()) or type(error).__name__
             logging.getLogger("shape_of_learning").exception("job failed")
-            print(f"Error in rule {snakemake.rule}: {error}\n(log: {snakemake.log[0]})", file=console)
-            raise
+            log.write(f"{FAILED}{message}\n")
+            print(f"Error in rule {snakemake.rule}: {message}\n(log: {snakemake.log[0]})", file=console)
+            raise SystemExit(1) from None
         finally:
             sys.stderr = console
+
+
+def failure_message(log_path) -> str | None:
+    """The error a failed job's log ends with (``job failed: <message>``, written by `job_logging`); None where the
+    log does not end with one (the job succeeded, or failed outside Python) or does not exist."""
+    try:
+        with open(log_path, "rb") as log:
+            log.seek(max(0, log.seek(0, os.SEEK_END) - _TAIL_BYTES))
+            tail = log.read().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return None
+    last = tail.rstrip("\n").rpartition("\n")[2]
+    return last.removeprefix(FAILED) if last.startswith(FAILED) else None

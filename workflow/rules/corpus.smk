@@ -7,7 +7,6 @@ rule obtain_corpus:
         paths.raw_corpus(CORPUS),
     params:
         settings=result_settings(config["corpus"], "corpus"),
-    retries: 2
     log:
         paths.log("obtain_corpus"),
     benchmark:

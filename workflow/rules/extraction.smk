@@ -17,7 +17,6 @@ rule extract_hidden_states:
     threads: 1  # a workstation's; profiles/slurm sets a cluster's (set-threads)
     resources:
         gpu=1,  # one accelerator (or CPU slot): profiles/default lets one such job run at a time on a workstation
-    retries: 2  # downloads the weights from the Hub
     log:
         paths.log("extract_hidden_states", "{model}/{checkpoint}"),
     benchmark:

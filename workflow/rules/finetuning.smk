@@ -18,7 +18,6 @@ rule obtain_rated_pairs:
         settings=lambda wildcards: result_settings(config["finetuning"]["datasets"][wildcards.dataset],
                                                    "finetuning.datasets.*"),
     localrule: True
-    retries: 2
     log:
         paths.log("obtain_rated_pairs", "{dataset}"),
     benchmark:
@@ -70,7 +69,6 @@ rule measure_isotropy_settings:
     threads: 1  # a workstation's, as extraction's; profiles/slurm sets a cluster's (set-threads)
     resources:
         gpu=1,
-    retries: 2  # downloads the weights from the Hub
     log:
         paths.log("measure_isotropy_settings", "{dataset}/{split}/{model}"),
     benchmark:

@@ -32,7 +32,6 @@ rule pin_checkpoint:
         checkpoint=lambda wildcards: EXPERIMENT.checkpoint(wildcards.model, wildcards.checkpoint),
         weights=lambda wildcards: model_entry(wildcards)["weights"],
     localrule: True
-    retries: 2
     log:
         paths.log("pin_checkpoint", "{model}/{checkpoint}"),
     benchmark:

@@ -1,14 +1,13 @@
 """Obtain a verified raw MediaWiki dump: download (with retries) or a local copy, then decompress and check digests.
 
-Configured in ``config.yaml`` under ``corpus:`` (url, local_path, size, md5, sha256, archive_sha256); the rule
-retries a failed job (`retries:` in workflow/rules/corpus.smk), and each job retries a broken download itself.
+Configured in ``config.yaml`` under ``corpus:`` (url, local_path, size, md5, sha256, archive_sha256). A download
+that fails transiently is retried, resuming where it broke off (`shape_of_learning.network.retry`); any other
+failure fails the job at once.
 """
 
 import hashlib
-import http.client
 import logging
 import shutil
-import time
 import urllib.error
 import urllib.request
 import zipfile
@@ -17,13 +16,13 @@ from urllib.parse import urlparse
 
 from tqdm import tqdm
 
+from shape_of_learning import network
 from shape_of_learning.corpus.io import ZIP_MAGIC, open_decompressed
 
 logger = logging.getLogger(__name__)
 
 _CHUNK_BYTES = 1 << 20
 _TIMEOUT_S = 60
-_BACKOFF_S = 2.0  # first retry waits this long, then doubles
 
 
 class ChecksumError(ValueError):
@@ -70,45 +69,48 @@ def _verify(path: Path, expected: dict, *, ours: bool) -> None:
     raise ChecksumError(message)
 
 
-def _download(url: str, dest: Path, retries: int) -> None:
-    """Fetch `url` into `dest` via ``<dest>.part``, resuming with an HTTP Range request after a broken connection."""
+def _download(url: str, dest: Path, attempts: int) -> None:
+    """Fetch `url` into `dest`, retrying a transient failure (`network.retry`); each attempt resumes the ``.part``."""
+    try:
+        network.retry(lambda: _download_once(url, dest), what=f"download of {url}", attempts=attempts)
+    except Exception as error:
+        if network.is_transient(error):
+            raise CorpusUnavailableError(f"could not download {url} after {attempts} attempts (last error: {error}); "
+                                         f"this machine may be offline. {_how_to_supply(url)}") from error
+        if isinstance(error, urllib.error.HTTPError):
+            raise CorpusUnavailableError(f"{url}: HTTP {error.code} {error.reason}. Check `corpus: url:`. "
+                                         f"{_how_to_supply(url)}") from error
+        raise
+
+
+def _download_once(url: str, dest: Path) -> None:
+    """Fetch `url` into `dest` via ``<dest>.part``, resuming with an HTTP Range request where an earlier attempt
+    left a partial file; a connection closed before the announced length raises ConnectionError."""
     part = dest.with_name(dest.name + ".part")
     dest.parent.mkdir(parents=True, exist_ok=True)
-    for attempt in range(1, retries + 1):
-        have = part.stat().st_size if part.exists() else 0
-        request = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
-        try:
-            with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:
-                if response.status != 206:  # the server ignored the Range: start over
-                    have = 0
-                length = response.headers.get("Content-Length")
-                total = have + int(length) if length is not None else None
-                with open(part, "ab" if have else "wb") as out, \
-                        tqdm(desc=dest.name, total=total, initial=have, unit="B", unit_scale=True) as progress:
-                    while chunk := response.read(_CHUNK_BYTES):
-                        out.write(chunk)
-                        progress.update(len(chunk))
-            received = part.stat().st_size
-            if total is not None and received < total:
-                raise ConnectionError(f"connection closed after {received} of {total} bytes")
-            part.replace(dest)
-            return
-        except urllib.error.HTTPError as error:
-            if error.code == 416:  # our partial file is no prefix of what the server has
-                part.unlink()
-            elif error.code < 500:
-                raise CorpusUnavailableError(f"{url}: HTTP {error.code} {error.reason}. Check `corpus: url:`. "
-                                             f"{_how_to_supply(url)}") from error
-            failure = error
-        except (urllib.error.URLError, OSError, http.client.HTTPException) as error:  # OSError: also timeouts
-            failure = error
-        if attempt < retries:
-            wait = _BACKOFF_S * 2 ** (attempt - 1)
-            logger.warning("download of %s failed (%s); retry %d of %d in %.0f s", url, failure, attempt,
-                           retries - 1, wait)
-            time.sleep(wait)
-    raise CorpusUnavailableError(f"could not download {url} after {retries} attempts (last error: {failure}); this "
-                                 f"machine may be offline. {_how_to_supply(url)}")
+    have = part.stat().st_size if part.exists() else 0
+    request = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
+    try:
+        response = urllib.request.urlopen(request, timeout=_TIMEOUT_S)
+    except urllib.error.HTTPError as error:
+        if error.code != 416 or not have:
+            raise
+        part.unlink()  # 416: our partial file is no prefix of what the server has: start over
+        return _download_once(url, dest)
+    with response:
+        if response.status != 206:  # the server ignored the Range: start over
+            have = 0
+        length = response.headers.get("Content-Length")
+        total = have + int(length) if length is not None else None
+        with open(part, "ab" if have else "wb") as out, \
+                tqdm(desc=dest.name, total=total, initial=have, unit="B", unit_scale=True) as progress:
+            while chunk := response.read(_CHUNK_BYTES):
+                out.write(chunk)
+                progress.update(len(chunk))
+    received = part.stat().st_size
+    if total is not None and received < total:
+        raise ConnectionError(f"connection closed after {received} of {total} bytes")
+    part.replace(dest)
 
 
 def _zip_member(archive: zipfile.ZipFile, dest: Path) -> str:
@@ -137,13 +139,14 @@ def _decompress(source: Path, part: Path, dest: Path) -> None:
 
 
 def obtain(dest: Path, *, url: str | None, local_path: str | Path | None, size: int | None, md5: str | None,
-           sha256: str | None, archive_sha256: str | None = None, retries: int = 5) -> Path:
+           sha256: str | None, archive_sha256: str | None = None, attempts: int = 5) -> Path:
     """Produce the verified, uncompressed dump at `dest` and return `dest`.
 
     Source: `local_path` if given (wins over `url`), otherwise `url`, downloaded to ``<dest dir>/downloads/<name>``
-    (kept, so a rerun needs no network) through a ``.part`` file, with `retries` attempts and exponential back-off
-    (2, 4, 8, ... s), resuming where the server supports Range requests. The source may be a zip (its only member,
-    or the member named like `dest` or its stem), .bz2, .gz or the plain XML, detected by content.
+    (kept, so a rerun needs no network) through a ``.part`` file, in up to `attempts` attempts while it fails
+    transiently, with exponential back-off (`network.retry`), resuming where the server supports Range requests.
+    The source may be a zip (its only member, or the member named like `dest` or its stem), .bz2, .gz or the plain
+    XML, detected by content.
 
     `archive_sha256` checks the source file as obtained; `size`, `md5`, `sha256` check the uncompressed dump. Digests
     left None are not checked. A mismatch raises ChecksumError naming the file and both digests; a bad file this
@@ -166,7 +169,7 @@ def obtain(dest: Path, *, url: str | None, local_path: str | Path | None, size: 
     elif url is not None:
         source = dest.parent / "downloads" / (Path(urlparse(url).path).name or "download")
         if not (source.is_file() and not _mismatches(source, {"sha256": archive_sha256})):
-            _download(url, source, retries)
+            _download(url, source, attempts)
     else:
         raise CorpusUnavailableError(f"no source for {dest}: set `corpus: url:` or `corpus: local_path:` in "
                                      "config.yaml.")

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 from huggingface_hub import hf_hub_download
 
-from shape_of_learning import paths
+from shape_of_learning import network, paths
 from shape_of_learning.models import hf_cache, pinning
 from shape_of_learning.models.checkpoints import Checkpoint
 
@@ -90,8 +90,9 @@ def volumes(checkpoints: dict[str, list[Checkpoint]], models: dict[str, dict], t
         if "finetune" in entry and not hidden:  # fine-tuning keeps the base model's width
             hidden = next((v.hidden_size for v in found if v.model == entry["finetune"]["base"]), None)
         if hub and not hidden and ckpts[0].source == "hub":  # its config.json (a few kB) into the HF cache
-            hidden = hidden_size(ckpts[0], None, hf_hub_download(
-                ckpts[0].location, "config.json", revision=ckpts[0].revision))
+            hidden = hidden_size(ckpts[0], None, network.retry(
+                lambda: hf_hub_download(ckpts[0].location, "config.json", revision=ckpts[0].revision),
+                what=f"downloading the config.json of {ckpts[0].location}"))
         shard = tokens * (entry["layers"] + 1) * hidden * itemsize if hidden else None
         found.append(ModelVolume(model, downloads, hidden, shard))
     return found
@@ -117,7 +118,9 @@ def checkpoint_download(ckpt: Checkpoint, lock: dict | None, weights: str, hub: 
 
 def hub_download(ckpt: Checkpoint, weights: str) -> int | None:
     """Bytes of a checkpoint's weight files as the Hub lists them (one `model_info` call, nothing downloaded)."""
-    info = pinning.HfApi().model_info(ckpt.location, revision=ckpt.revision, files_metadata=True)
+    info = network.retry(lambda: pinning.HfApi().model_info(ckpt.location, revision=ckpt.revision,
+                                                            files_metadata=True),
+                         what=f"reading the files of {ckpt.location}@{ckpt.revision} on the Hub")
     files, sizes = pinning.hub_files(info.siblings)
     _, chosen = pinning.select_weights(files, weights, f"{ckpt.model}/{ckpt.name}")
     return None if any(sizes[name] is None for name in chosen) else sum(sizes[name] for name in chosen)

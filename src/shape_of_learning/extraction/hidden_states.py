@@ -22,7 +22,7 @@ import torch
 from tqdm import tqdm
 from transformers import AutoConfig
 
-from shape_of_learning import paths
+from shape_of_learning import network, paths
 from shape_of_learning.extraction.families import MASKED_LM, NEXT_TOKEN, depth, last_layer_after_final_norm
 from shape_of_learning.extraction.fingerprint import Fingerprint
 from shape_of_learning.extraction.inputs import AudioInputs, ImageInputs, TextInputs, per_item_positions
@@ -72,7 +72,9 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
     max_length = entry["max_length"]
     modality = entry["modality"]
 
-    config = AutoConfig.from_pretrained(checkpoint.location, revision=revision, trust_remote_code=trust_remote_code)
+    config = network.retry(lambda: AutoConfig.from_pretrained(checkpoint.location, revision=revision,
+                                                              trust_remote_code=trust_remote_code),
+                           what=f"{name}: loading the config of {checkpoint.location}")
     layers = depth(config)
     if layers != entry["layers"]:
         raise ValueError(f"{name}: the model has {layers} blocks but its config entry says layers: {entry['layers']}; "

@@ -1,5 +1,6 @@
 """Loading a pinned checkpoint for extraction: its dtype and device, its weights in the pinned format only, and its
-placement when it does not fit on the GPU.
+placement when it does not fit on the GPU. A download from the Hub that fails transiently is retried
+(`shape_of_learning.network.retry`).
 """
 
 import logging
@@ -8,6 +9,7 @@ import pickle
 import torch
 from accelerate.utils import get_max_memory
 
+from shape_of_learning import network
 from shape_of_learning.extraction.families import model_class, random_model
 from shape_of_learning.models.checkpoints import Checkpoint, tokenizer_location
 
@@ -23,8 +25,10 @@ def load_preprocessor(entry: dict, checkpoint: Checkpoint, revision: str | None)
 
     source = tokenizer_location(entry, checkpoint)
     kind = {"text": AutoTokenizer, "image": AutoImageProcessor, "audio": AutoFeatureExtractor}[entry["modality"]]
-    return kind.from_pretrained(source, revision=revision if source == checkpoint.location else None,
-                                trust_remote_code=entry["trust_remote_code"])
+    revision = revision if source == checkpoint.location else None
+    return network.retry(lambda: kind.from_pretrained(source, revision=revision,
+                                                      trust_remote_code=entry["trust_remote_code"]),
+                         what=f"loading the {entry['modality']} preprocessor of {source}")
 
 
 def device_and_dtype(dtype: str, device: str) -> tuple[str, torch.dtype]:
@@ -95,7 +99,8 @@ def _head(loss: str | None, reason: str, missing: list[str]) -> tuple[str | None
 def _from_pretrained(architecture, location: str, name: str, **kwargs):
     """The model in eval mode and the weights the checkpoint lacked (initialised at random)."""
     try:
-        model, info = architecture.from_pretrained(location, **kwargs)
+        model, info = network.retry(lambda: architecture.from_pretrained(location, **kwargs),
+                                    what=f"{name}: loading the weights of {location}")
         model.config.use_cache = False  # a decoder would keep every layer's keys and values for a generation never run
         return model.eval(), list(info["missing_keys"])
     except pickle.UnpicklingError as error:

@@ -29,6 +29,8 @@ import torch
 from tqdm.auto import tqdm
 from transformers import AutoModel, AutoTokenizer, get_linear_schedule_with_warmup
 
+from shape_of_learning import network
+
 logger = logging.getLogger(__name__)
 
 NO_DECAY = ("bias", "LayerNorm.bias", "LayerNorm.weight")  # sentence-transformers' fit: names exempt from decay
@@ -84,9 +86,12 @@ def finetune(location: str, pairs: pd.DataFrame, out_dir: Path, *, scale: float,
                          f"[{pairs['score'].min()}, {pairs['score'].max()}]: set the dataset's `scale`")
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    tokenizer = AutoTokenizer.from_pretrained(location, revision=revision)
+    tokenizer = network.retry(lambda: AutoTokenizer.from_pretrained(location, revision=revision),
+                              what=f"loading the tokenizer of {location}")
     # float32 whatever the checkpoint was saved in, as Sentence-BERT trains (no mixed precision)
-    model = AutoModel.from_pretrained(location, revision=revision, use_safetensors=True, dtype=torch.float32)
+    model = network.retry(lambda: AutoModel.from_pretrained(location, revision=revision, use_safetensors=True,
+                                                            dtype=torch.float32),
+                          what=f"loading the weights of {location}")
     model = model.to(device).train()
     torch.manual_seed(seed)
     batches = torch.utils.data.DataLoader(range(len(pairs)), batch_size=batch_size, shuffle=True,

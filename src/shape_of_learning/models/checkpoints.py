@@ -9,7 +9,8 @@ checkpoint ``main`` saved under `paths.finetuned_model`, see `shape_of_learning.
 - absent: one checkpoint ``main`` (the repo's default branch, or the directory itself);
 - ``{schedule: {last, every, log_until}, revision: "step{step}"}``: the steps of
   :func:`shape_of_learning.models.schedules.log_then_linear`, each formatted into a revision name;
-- a list of revision names (``[global_step1000, ...]``), the step parsed from the name;
+- a list of revision names (``[global_step1000, ...]``), the step parsed from the name (-1 for a name that is no
+  step, ``main``, a sha; a name that says "step" without a readable one, ``stepX``, is refused);
 - a list of mappings ``{name, revision, hub_id, step}``, for checkpoints that live in their own repository (TinyLlama).
 
 For a directory source (path/package) a checkpoint other than ``main`` is the subdirectory named by its revision.
@@ -34,6 +35,8 @@ RANDOM_INIT = "random-init"  # the name of every `RandomInit` checkpoint
 SAFE_NAME = re.compile(r"[A-Za-z0-9._-]+")
 # step1000, global_step1000, step-1431k-3T (TinyLlama, thousands), step20000-tokens84B (OLMo)
 _STEP_IN_NAME = re.compile(r"step[-_]?(\d+)(k?)(?![0-9A-Za-z])", re.IGNORECASE)
+# a name meant to give its step ("step" as a word of its own, as in stepX, step_final, global_stepX), not "footsteps"
+_NAMES_A_STEP = re.compile(r"(?<![A-Za-z])step", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -133,6 +136,11 @@ def _checkpoint(model: str, source: str, entry: dict, item: dict) -> Checkpoint:
         step = parse_step(name)
         if step < 0 and item.get("hub_id"):
             step = parse_step(item["hub_id"])
+        if step < 0 and _NAMES_A_STEP.search(name):
+            raise ValueError(
+                f"model {model!r}: checkpoint {name!r} says 'step' but gives no step that can be read (digits after "
+                "'step', as in step1000, global_step1000, step-480k); write the real revision name, or a mapping "
+                f"{{name: {name}, revision: <branch, tag or sha>, step: <training step>}}")
     if item.get("hub_id") or source == "hub_id":
         return Checkpoint(model, name, "hub", item.get("hub_id") or entry["hub_id"], revision, step)
     directory = Path(entry["path"]) if source == "path" else _package_dir(model, entry["package"])

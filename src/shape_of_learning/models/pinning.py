@@ -22,6 +22,7 @@ from pathlib import Path
 from huggingface_hub import HfApi, constants
 from huggingface_hub.errors import HfHubHTTPError, HTTPError, OfflineModeIsEnabled
 
+from shape_of_learning import network
 from shape_of_learning.models import hf_cache, revisions
 from shape_of_learning.models.checkpoints import Checkpoint, RandomInit
 
@@ -40,7 +41,8 @@ def pin(checkpoint: Checkpoint, weights: str = "auto") -> dict:
 
     Hub: the revision is checked against the repository's branches and tags, then one
     ``model_info(files_metadata=True)`` call (no download) gives the commit sha and the LFS sha256 and size of every
-    file; without network, the local HF cache. Local directory: sha256 and size of its weight files, commit_sha None.
+    file, each call retried on a transient failure (`network.retry`); without network, the local HF cache. Local
+    directory: sha256 and size of its weight files, commit_sha None.
     `weights` picks the format (module docstring); the lock records the one chosen. `weight_bytes` (what the
     checkpoint downloads, for `experiment.disk`) lists the files whose size is known; `repository_refs` (the refs read
     on the Hub, for `revisions.check_revisions_offline`) is None where they came from the cache or a directory.
@@ -110,13 +112,16 @@ def _pin_hub(repo: str, revision: str) -> tuple[str, dict[str, str], dict[str, i
     try:
         refs = revisions.hub_refs(repo)
         revisions.check_revision(repo, revision, refs, "on the Hub")
-        info = HfApi().model_info(repo, revision=revision, files_metadata=True)
+        info = network.retry(lambda: HfApi().model_info(repo, revision=revision, files_metadata=True),
+                             what=f"reading the files of {repo}@{revision} on the Hub")
     except HfHubHTTPError:
         raise  # the Hub answered (repo not found, gated, ...): its message says which
     except (OfflineModeIsEnabled, HTTPError) as error:  # no network: fall back to what the cache holds
         logger.info("Hub unreachable for %s@%s (%s); pinning from the local cache", repo, revision, error)
-        return *_pin_from_cache(repo, revision), None
-    return info.sha, *hub_files(info.siblings), refs
+    else:
+        return info.sha, *hub_files(info.siblings), refs
+    # outside the handler, so that the cache's error (no copy, no such revision) is logged without the Hub's
+    return *_pin_from_cache(repo, revision), None
 
 
 def hub_files(siblings) -> tuple[dict[str, str], dict[str, int | None]]:

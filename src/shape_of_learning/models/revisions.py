@@ -15,7 +15,7 @@ import yaml
 from huggingface_hub import HfApi, constants
 from huggingface_hub.errors import HfHubHTTPError, HTTPError, OfflineModeIsEnabled
 
-from shape_of_learning import paths
+from shape_of_learning import network, paths
 from shape_of_learning.models import hf_cache
 from shape_of_learning.models.checkpoints import Checkpoint, parse_step
 
@@ -27,8 +27,8 @@ class MissingRevisionError(ValueError):
 
 
 def hub_refs(repo: str) -> list[str]:
-    """The branches and tags of a Hub model repository, read on the Hub."""
-    refs = HfApi().list_repo_refs(repo)
+    """The branches and tags of a Hub model repository, read on the Hub (a transient failure retried)."""
+    refs = network.retry(lambda: HfApi().list_repo_refs(repo), what=f"listing the refs of {repo} on the Hub")
     return sorted({ref.name for ref in [*refs.branches, *refs.tags]})
 
 
