@@ -42,13 +42,13 @@ report: "workflow/report/workflow.rst"
 
 rule all:
     input:
-        EXPERIMENT.targets(),
+        targets(),
     default_target: True
 
 
 # One target per paper figure and companion analysis, as the config names them (a figure entry's `target:`, else its
 # kind), and `tables`: `snakemake --cores N figure3` makes that figure and only what it needs.
-for target, outputs in EXPERIMENT.named_targets().items():
+for target in EXPERIMENT.named_targets():
     if target in {existing.name for existing in workflow.rules}:
         raise ValueError(f"figure target {target!r} is the name of a rule of the workflow; give the figure entry "
                          "another `target:`")
@@ -57,7 +57,7 @@ for target, outputs in EXPERIMENT.named_targets().items():
         name:
             target
         input:
-            outputs,
+            targets(target),
         localrule: True
 
 

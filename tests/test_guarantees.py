@@ -123,14 +123,16 @@ def test_settings_that_cannot_change_results_rerun_nothing(finished, tmp_path):
 
 @pytest.mark.parametrize("setting, change, expected", [
     ("metrics.seed", lambda c: c["metrics"].update(seed=1),
-     {"measure_layers": 1, "tabulate_metrics": 1}),
+     {"measure_layers": 1, "tabulate_model_metrics": 1, "tabulate_metrics": 1}),
     ("metrics.batch_size", lambda c: c["metrics"].update(batch_size=129),  # also the extraction's token budget
-     {"extract_hidden_states": 1, "assess_checkpoints": 1, "measure_layers": 1, "tabulate_metrics": 1}),
+     {"extract_hidden_states": 1, "assess_checkpoints": 1, "measure_layers": 1, "tabulate_model_metrics": 1,
+      "tabulate_metrics": 1}),
     ("extraction.special_tokens", lambda c: c["extraction"].update(special_tokens="include"),
-     {"extract_hidden_states": 1, "assess_checkpoints": 1, "measure_layers": 1, "tabulate_metrics": 1}),
+     {"extract_hidden_states": 1, "assess_checkpoints": 1, "measure_layers": 1, "tabulate_model_metrics": 1,
+      "tabulate_metrics": 1}),
     ("windows.seed", lambda c: c["windows"].update(seed=1),
      {"sample_windows": 1, "extract_hidden_states": 1, "assess_checkpoints": 1, "measure_layers": 1,
-      "tabulate_metrics": 1}),
+      "tabulate_model_metrics": 1, "tabulate_metrics": 1}),
 ])
 def test_settings_that_change_results_rerun_exactly_the_affected_jobs(finished, tmp_path, setting, change, expected):
     jobs = planned(finished, config=variant(tmp_path, change))
@@ -147,7 +149,7 @@ def test_a_new_model_runs_only_its_own_jobs_on_a_finished_run(finished, tmp_path
            if path.is_file() and "minilm/" in str(path)}
     assert without_figures(planned(workdir, config=config)) == {
         "pin_checkpoint": 1, "extract_hidden_states": 1, "assess_checkpoints": 1, "measure_layers": 1,
-        "tabulate_metrics": 1}
+        "tabulate_model_metrics": 1, "tabulate_metrics": 1}
     snakemake(workdir, "--cores", "2", config=config)
     assert {path: path.stat().st_mtime_ns for path in old} == old  # the first model's files were not rewritten
     assert (workdir / "results/metrics/minilm2/main/layer_0-6.parquet").is_file()
@@ -157,7 +159,8 @@ def test_a_new_model_runs_only_its_own_jobs_on_a_finished_run(finished, tmp_path
 def test_a_new_metric_or_figure_runs_only_the_jobs_that_produce_it(finished, tmp_path):
     more_metrics = variant(tmp_path, lambda c: c["metrics"]["names"].append("avg_cosine"), "metric.yaml")
     # A layer's metrics are one job (one read of its shard): all of them rerun, the extraction does not.
-    assert without_figures(planned(finished, config=more_metrics)) == {"measure_layers": 1, "tabulate_metrics": 1}
+    assert without_figures(planned(finished, config=more_metrics)) == {"measure_layers": 1, "tabulate_model_metrics": 1,
+                                                                       "tabulate_metrics": 1}
     more_figures = variant(tmp_path, lambda c: c["figures"].update(
         id_across_checkpoints={"metric": "id_twonn", "models": ["minilm"]}), "figure.yaml")
     jobs = planned(finished, config=more_figures)
@@ -195,7 +198,7 @@ def test_a_new_checkpoint_runs_only_its_own_jobs_on_a_finished_run(finished, tmp
     jobs = job_stats(snakemake(workdir, "--cores", "2", "--quiet", "rules", config=two))  # the jobs that ran
     assert without_figures(jobs) == {
         "pin_checkpoint": 1, "extract_hidden_states": 1, "assess_checkpoints": 1, "measure_layers": 1,
-        "tabulate_metrics": 1}
+        "tabulate_model_metrics": 1, "tabulate_metrics": 1}
     assert figure_jobs(jobs) == 1
     assert {path: path.stat().st_mtime_ns for path in old} == old  # step1's (and minilm's) files were not rewritten
     assert problems(load_config(two), workdir) == []
@@ -235,7 +238,7 @@ def test_sigkill_during_a_job_reruns_only_that_job_and_what_depends_on_it(killed
     assert all(killed_and_rerun["readable"])
     assert without_figures(killed_and_rerun["jobs"]) == {
         "extract_hidden_states": 1, "assess_checkpoints": 1, "measure_layers": 1,
-        "tabulate_metrics": 1}  # no corpus, no pin
+        "tabulate_model_metrics": 1, "tabulate_metrics": 1}  # no corpus, no pin
     assert problems(load_config(TINY), killed_and_rerun["workdir"]) == []
 
 
@@ -297,7 +300,8 @@ TRAINED = {"train": {"arch": "gpt_neox", "steps": {"last": 40, "every": 40, "log
            "kind": "decoder", "layers": 2, "max_length": 32, "text_unit": "byte"}
 TABLES = ["results/tables/metrics.parquet", "results/tables/summary.parquet", "results/tables/summary.csv",
           "results/tables/checkpoints.csv"]
-DOWNSTREAM = {"extract_hidden_states": 1, "assess_checkpoints": 1, "measure_layers": 1, "tabulate_metrics": 1}
+DOWNSTREAM = {"extract_hidden_states": 1, "assess_checkpoints": 1, "measure_layers": 1, "tabulate_model_metrics": 1,
+              "tabulate_metrics": 1}
 # stage -> (files removed from the finished run, so that the stage runs again: Snakemake makes a missing file only
 # where a job that needs it runs; the file whose appearance shows the job at work; its outputs; the jobs to rerun).
 KILLED_STAGES = {
@@ -306,12 +310,12 @@ KILLED_STAGES = {
                       {"obtain_corpus": 1, "clean_corpus": 1, "sample_windows": 1, **DOWNSTREAM}),
     "train_model": ([], "results/models/trained/step0", ["results/models/trained"],
                     {"train_model": 1, "pin_checkpoint": 2, "extract_hidden_states": 2, "assess_checkpoints": 1,
-                     "measure_layers": 2, "tabulate_metrics": 1}),
+                     "measure_layers": 2, "tabulate_model_metrics": 1, "tabulate_metrics": 1}),
     "measure_layers": ([*TABLES, "results/metrics/minilm/main/layer_0-6.parquet",
                         "logs/measure_layers/minilm/main/layer_0-6.log"],
                        "logs/measure_layers/minilm/main/layer_0-6.log",
                        ["results/metrics/minilm/main/layer_0-6.parquet"],
-                       {"measure_layers": 1, "tabulate_metrics": 1}),
+                       {"measure_layers": 1, "tabulate_model_metrics": 1, "tabulate_metrics": 1}),
     "tabulate_metrics": ([*TABLES, "logs/tabulate_metrics.log"], "logs/tabulate_metrics.log", TABLES,
                          {"tabulate_metrics": 1}),
 }
@@ -395,15 +399,17 @@ def test_truncated_shard_and_lock_file_are_named_with_the_fix(finished, tmp_path
 def test_truncated_metrics_file_stops_the_table_naming_it_and_the_log(finished, tmp_path):
     workdir = copy_of(finished, tmp_path)
     metrics = workdir / "results/metrics/minilm/main/layer_0-6.parquet"
-    table = workdir / "results/tables/metrics.parquet"
-    before = table.read_bytes()
-    truncated(finished / metrics.relative_to(workdir), metrics)  # newer than the table: Snakemake tabulates again
+    tables = [workdir / "results/tables/models/minilm/checkpoints.metrics.parquet",
+              workdir / "results/tables/metrics.parquet"]
+    before = [table.read_bytes() for table in tables]
+    truncated(finished / metrics.relative_to(workdir), metrics)  # newer than the tables: Snakemake tabulates again
     done = snakemake(workdir, "--cores", "1", "tabulate_metrics", check=False)
     output = done.stdout + done.stderr
     assert done.returncode != 0
     assert "results/metrics/minilm/main/layer_0-6.parquet is truncated or corrupt" in output
-    assert "logs/tabulate_metrics.log" in output
-    assert not table.exists() or table.read_bytes() == before  # never a table built from half a file
+    assert "logs/tabulate_model_metrics/minilm/checkpoints.log" in output
+    for table, was in zip(tables, before):  # never a table built from half a file
+        assert not table.exists() or table.read_bytes() == was
     with pytest.raises(ValueError, match="measures those layers again"):
         read_parquet(metrics, fix="delete it and rerun snakemake, which measures those layers again")
 

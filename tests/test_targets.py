@@ -42,8 +42,8 @@ def test_a_model_that_cannot_be_had_drops_exactly_what_needs_it(paper, capsys):
     assert targets["figure1"] == [] and targets["figure3"] and targets["figure5"]  # roberta-base is in Figure 1
     assert "results/figures/id_across_checkpoints.png" in paper.targets()
     said = capsys.readouterr().err.splitlines()
-    assert said == ["--keep-going: leaving out anisotropy_by_layer, by_modality, rajaee_pilehvar, tables, which need "
-                    "model 'roberta-base': its folder is gone"]
+    assert said == ["model 'roberta-base' cannot be had: its folder is gone; with --keep-going, the run leaves out "
+                    "anisotropy_by_layer, by_modality, rajaee_pilehvar, tables"]
 
 
 def write_log(path: Path, *lines: str) -> str:
@@ -58,19 +58,27 @@ def test_a_run_ends_naming_each_failed_job_and_each_missing_deliverable_with_wha
     old = write_log(tmp_path / paths.log("pin_checkpoint", "demo-bert/step0"), "job failed: an earlier run's")
     os.utime(old, (time.time() - 100, time.time() - 100))
     started = time.time() - 10
-    failed = write_log(tmp_path / paths.log("train_model", "demo-pythia"), "Traceback ...", "ValueError: no",
-                       "job failed: no corpus")
+    write_log(tmp_path / paths.log("train_model", "demo-pythia"), "Traceback ...", "ValueError: no",
+              "job failed: no corpus")
     write_log(tmp_path / paths.log("train_model", "demo-bert"), "trained")  # succeeded
     assert failed_jobs(started) == [(paths.log("train_model", "demo-pythia"), "no corpus")]
-    figure = tmp_path / "results/figures/by_modality.png"  # made, its PDF too; none of the others
+    figure = tmp_path / "results/figures/profile_demo-bert_anisotropy.png"  # made, its PDF too; none of the others
     figure.parent.mkdir(parents=True)
     figure.write_bytes(b"png")
     figure.with_suffix(".pdf").write_bytes(b"pdf")
-    lines = missing(experiment, {"results/figures/by_modality.png"}, {"loss_across_checkpoints"}, started)
+    lines = missing(experiment, {str(figure.relative_to(tmp_path))}, {"loss_across_checkpoints"}, started)
     assert lines == [
         "failed: no corpus (log: logs/train_model/demo-pythia.log)",
         "not made: loss_across_checkpoints (results/figures/loss_demo-pythia.png): demo-pythia: no corpus "
         "(log: logs/train_model/demo-pythia.log)",
         "not made: loss_across_checkpoints (results/figures/loss_demo-bert.png): a job it needs failed or did not run "
         "(see above)"]
-    assert missing(experiment, {"results/figures/by_modality.png"}, set(), started) == lines[:1]  # it was made
+    assert missing(experiment, {str(figure.relative_to(tmp_path))}, set(), started) == lines[:1]  # it was made
+    figure.with_suffix(".pdf").unlink()
+    assert missing(experiment, {str(figure.relative_to(tmp_path))}, set(), started)[1:] == [
+        "not made: profile_across_checkpoints (results/figures/profile_demo-bert_anisotropy.png): a job it needs "
+        "failed or did not run (see above)"]
+    # a figure left by an earlier run is not made by this one when one of its models failed here
+    lines = missing(experiment, set(), {"by_modality"}, started)
+    assert lines[1:] == ["not made: by_modality (results/figures/by_modality.png): demo-pythia: no corpus "
+                         "(log: logs/train_model/demo-pythia.log)"]

@@ -18,11 +18,27 @@ validate_config(config)  # against workflow/schemas/, before any job runs; fills
 EXPERIMENT = plan(config)
 config["models"] = EXPERIMENT.models  # the planned registry, one model per fine-tuning seed: what every script reads
 RUN_STARTED = time.time()  # the failed jobs this run ends by naming are those whose logs it wrote
-if workflow.is_main_process:  # preflight, without network: does each configured checkpoint exist?
-    problems = revision_problems(EXPERIMENT.checkpoints, EXPERIMENT.models)
-    if problems and not workflow.execution_settings.keep_going:
-        raise next(iter(problems.values()))  # before any job
-    drop_unavailable(EXPERIMENT, problems)  # --keep-going: every target that does not need them is still made
+# Preflight, without network: does each configured checkpoint exist? (Where Snakemake plans, not in jobs.)
+PREFLIGHT = revision_problems(EXPERIMENT.checkpoints, EXPERIMENT.models) if workflow.is_main_process else {}
+drop_unavailable(EXPERIMENT, PREFLIGHT)  # the targets leave out what needs them: made with --keep-going
+
+
+def targets(name=None):
+    """The input function of rule `all` (every target) or of a named target: its outputs, the preflight's first
+    problem raised instead, before any job, unless the run goes on with --keep-going. Snakemake tells keep-going only
+    once it executes, not while it parses; where it does not execute (--report), the outputs that exist: a report of a
+    partial run holds the figures it made."""
+
+    def inputs(wildcards):
+        executing = workflow.execution_settings
+        outputs = EXPERIMENT.targets() if name is None else EXPERIMENT.named_targets()[name]
+        if executing is None:
+            return [path for path in outputs if Path(path).exists()]
+        if PREFLIGHT and not executing.keep_going:
+            raise next(iter(PREFLIGHT.values()))
+        return outputs
+
+    return inputs
 if workflow.output_settings.dryrun:  # while parsing, Snakemake tells a dry run by its output settings only
     from shape_of_learning.experiment import disk
 

@@ -19,7 +19,7 @@ def drop_unavailable(experiment: Experiment, problems: dict[str, Exception]) -> 
     experiment.unavailable = {model: str(error) for model, error in problems.items()}
     for model, reason in experiment.unavailable.items():
         dropped = [d.name for d in experiment.deliverables() if model in d.models]
-        print(f"--keep-going: leaving out {', '.join(dropped)}, which need model {model!r}: {reason}",
+        print(f"model {model!r} cannot be had: {reason}; with --keep-going, the run leaves out {', '.join(dropped)}",
               file=sys.stderr)
 
 
@@ -43,8 +43,9 @@ def job_models(log: str, logs: str = paths.LOGS) -> tuple[str, ...]:
 
 def missing(experiment: Experiment, requested_files: set[str], requested_rules: set[str], since: float,
             logs: str = paths.LOGS) -> list[str]:
-    """One line per failed job (its message and its log), then one per deliverable asked for and not made: its
-    target, its first file, and what blocked it (a model that cannot be had, or a model whose job failed, and why).
+    """One line per failed job (its message and its log), then one per deliverable asked for and not made (a file
+    missing, or one of its models cannot be had or failed here): its target, its first file, and what blocked it (a
+    model that cannot be had, or a model's failed job, and why).
 
     Asked for: one of its files was a target of the run, or its named target or `all` was.
     """
@@ -53,13 +54,13 @@ def missing(experiment: Experiment, requested_files: set[str], requested_rules: 
     for deliverable in experiment.deliverables():
         asked = (not requested_files.isdisjoint(deliverable.outputs)
                  or not requested_rules.isdisjoint({deliverable.target, "all"}))
-        if not asked or all(Path(path).is_file() for path in deliverable.outputs):
-            continue
         reasons = [f"{model} cannot be had: {experiment.unavailable[model]}"
                    for model in experiment.blocked_by(deliverable)]
         for name in (*deliverable.models, deliverable.name):  # each model's first failed job, and its own job's
             reasons += [f"{name}: {message} (log: {log})" for log, message in failures
                         if name in job_models(log, logs)][:1]
+        if not asked or not reasons and all(Path(path).is_file() for path in deliverable.outputs):
+            continue  # made, or up to date (a file left by an earlier run with a blocked model is not)
         lines.append(f"not made: {deliverable.target} ({deliverable.outputs[0]}): "
                      f"{'; '.join(dict.fromkeys(reasons)) or 'a job it needs failed or did not run (see above)'}")
     return lines
