@@ -61,6 +61,10 @@ for target in EXPERIMENT.named_targets():
         localrule: True
 
 
+onstart:
+    claim_results_root()
+
+
 # Every run ends naming what it could not make and why, and each failed job by its message and log.
 onsuccess:
     report_outcome()

@@ -7,6 +7,7 @@ changes it.
 import base64
 import hashlib
 import http.server
+import json
 import os
 import re
 import shutil
@@ -40,12 +41,19 @@ pytestmark = pytest.mark.slow
 
 
 def snakemake(workdir: Path, *args, config: Path = TINY, check: bool = True) -> subprocess.CompletedProcess:
-    """The snakemake a user runs (from the repository, so profiles/default applies), on `workdir`."""
-    done = subprocess.run([SNAKEMAKE, "--directory", workdir, "--configfile", config, *map(str, args)], cwd=REPO,
-                          env=ENV, capture_output=True, text=True)
+    """The snakemake a user runs (from the repository, so profiles/default applies), on `workdir`, with the tiny
+    preset and `config` read after it."""
+    done = subprocess.run([SNAKEMAKE, "--directory", workdir, "--configfile", *configfiles(config), *map(str, args)],
+                          cwd=REPO, env=ENV, capture_output=True, text=True)
     if check and done.returncode != 0:
         raise AssertionError(f"snakemake {args} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     return done
+
+
+def configfiles(config: Path) -> list[Path]:
+    """A variant is read after the tiny preset, as an overlay: the tiny preset's config, changed as a user edits
+    theirs, so it may use the results folder the tiny preset wrote (tests/test_results_root.py)."""
+    return [TINY] if config == TINY else [TINY, config]
 
 
 def planned(workdir: Path, *args, config: Path = TINY) -> dict[str, int]:
@@ -340,8 +348,9 @@ def test_sigkill_during_any_stage_reruns_only_the_killed_job_and_what_depends_on
                                                       url=f"http://127.0.0.1:{slow_dump.server_port}/raw.xml"),
         "train_model": lambda c: c["models"].update(trained=TRAINED),
     }.get(stage, lambda c: None))
-    process = subprocess.Popen([SNAKEMAKE, "--directory", workdir, "--configfile", config, "--cores", "2"], cwd=REPO,
-                               env=ENV, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen([SNAKEMAKE, "--directory", workdir, "--configfile", *configfiles(config), "--cores",
+                                "2"], cwd=REPO, env=ENV, start_new_session=True, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
     at_work = workdir / at_work
     working = lambda: at_work.exists() and (at_work.suffix != ".part" or at_work.stat().st_size > 0)  # noqa: E731
     deadline = time.monotonic() + 120
@@ -429,6 +438,50 @@ def test_no_network_and_no_local_copy_name_what_is_missing_and_how_to_supply_it(
     [checkpoint] = checkpoints("pythia-14m", {"hub_id": "EleutherAI/pythia-14m", "kind": "decoder", "layers": 6})
     with pytest.raises(RuntimeError, match=r"EleutherAI/pythia-14m.*hf download EleutherAI/pythia-14m.*`path:`"):
         pin(checkpoint)
+
+
+# --- results folders ------------------------------------------------------------------------------------------
+
+def files(folder: Path) -> dict[Path, tuple[int, int]]:
+    return {path: (path.stat().st_mtime_ns, path.stat().st_size) for path in folder.rglob("*") if path.is_file()}
+
+
+def test_a_results_folder_of_its_own_holds_every_result_and_log(tmp_path):
+    snakemake(tmp_path, "--cores", "2", "--config", "results=elsewhere")
+    assert {path.name for path in tmp_path.iterdir()} == {"elsewhere", ".snakemake"}  # no results/, no logs/
+    assert (tmp_path / "elsewhere/figures/anisotropy_by_layer.png").stat().st_size > 10_000
+    assert (tmp_path / "elsewhere/logs/tabulate_metrics.log").is_file()
+    assert json.loads((tmp_path / "elsewhere/.written-by.json").read_text())["config"] == "tests/presets/tiny.yaml"
+    overlay = tmp_path / "elsewhere.yaml"  # the command line reads the root from the config files
+    overlay.write_text("results: elsewhere\n")
+    verify = subprocess.run([sys.executable, "-m", "shape_of_learning", "verify", TINY, overlay, "--directory",
+                             tmp_path], env=ENV, capture_output=True, text=True)
+    assert verify.returncode == 0, verify.stderr  # every figure, and every row of the tables under elsewhere/
+
+
+def test_a_run_of_another_config_in_a_results_folder_is_refused_before_any_job(finished, tmp_path):
+    other = tmp_path / "other.yaml"
+    shutil.copy(TINY, other)  # the same settings, another config: its own file, edited on its own
+    before = files(finished / "results") | files(finished / "logs")
+    for dry in (["-n"], []):
+        done = subprocess.run([SNAKEMAKE, "--directory", finished, "--configfile", other, "--cores", "1", *dry],
+                              cwd=REPO, env=ENV, capture_output=True, text=True)
+        output = done.stdout + done.stderr
+        assert done.returncode != 0
+        assert ("results/ holds the results of tests/presets/tiny.yaml (since " in output
+                and f"not of {other}, which this run reads" in output), output[-3000:]
+        assert ("--config results=results-other" in output and "delete results/ to start over" in output
+                and "delete results/.written-by.json to adopt results/" in output)
+        assert "Job stats" not in output  # refused while planning
+        assert files(finished / "results") | files(finished / "logs") == before
+
+
+def test_the_same_config_tweaked_or_overlaid_uses_the_folder_it_wrote(finished, tmp_path):
+    assert planned(finished, "--config", "metrics={'device': 'cpu'}") == {}  # x-rerun: false, nothing reruns
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text("extraction: {device: cpu}\nmetrics: {seed: 1}\n")
+    assert without_figures(planned(finished, config=overlay)) == {"measure_layers": 1, "tabulate_model_metrics": 1,
+                                                                   "tabulate_metrics": 1}
 
 
 # --- config errors, before any job ---------------------------------------------------------------------------

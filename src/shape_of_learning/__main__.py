@@ -4,10 +4,12 @@
     python -m shape_of_learning disk config.yaml [--hub] [--directory WORKDIR]
     python -m shape_of_learning refs pythia-1b [--configfile config.yaml] [--snippet]
     python -m shape_of_learning refs --repo EleutherAI/pythia-1b
+    python -m shape_of_learning path REPORT presets/demo.yaml [presets/ci.yaml]
 
 verify: is a finished run complete (every output, every row of the tables, all finite)? disk: the download and disk
 volume a config needs, per model (shape_of_learning.experiment.disk). refs: a Hub model's branches and tags by step,
-the configured ones marked and missing ones named (shape_of_learning.models.revisions).
+the configured ones marked and missing ones named (shape_of_learning.models.revisions). path: where a config's run
+writes a file of shape_of_learning.paths (REPORT, SUMMARY_CSV, ...), under the config's `results` folder.
 """
 
 import argparse
@@ -15,18 +17,26 @@ import os
 import sys
 from pathlib import Path
 
-from shape_of_learning.experiment import disk
+from shape_of_learning.experiment import results_root
 from shape_of_learning.experiment.config import load_config
-from shape_of_learning.experiment.dag import plan
-from shape_of_learning.experiment.verify import problems
-from shape_of_learning.models.checkpoints import checkpoints
-from shape_of_learning.models.revisions import report
 
 REPO_CONFIG = Path(__file__).resolve().parents[2] / "config.yaml"
+# Each command imports what reads shape_of_learning.paths only after `_load` has exported the config's results root,
+# which paths reads at import.
+
+
+def _load(*configfiles: Path) -> dict:
+    """The validated config, its results root exported for shape_of_learning.paths."""
+    config = load_config(*configfiles)
+    results_root.export(config)
+    return config
 
 
 def verify(args) -> int:
-    found = problems(load_config(*args.configfiles), args.directory)
+    config = _load(*args.configfiles)
+    from shape_of_learning.experiment.verify import problems
+
+    found = problems(config, args.directory)
     for problem in found:
         print(problem, file=sys.stderr)
     print("run incomplete" if found else f"run complete: {args.directory}")
@@ -36,7 +46,10 @@ def verify(args) -> int:
 def volume(args) -> int:
     configfiles = [path.resolve() for path in args.configfiles]
     os.chdir(args.directory)  # where the run's locks and relative `path:` entries are
-    config = load_config(*configfiles)
+    config = _load(*configfiles)
+    from shape_of_learning.experiment import disk
+    from shape_of_learning.experiment.dag import plan
+
     experiment = plan(config)
     found = disk.volumes(experiment.checkpoints, experiment.models, experiment.tokens_per_layer,
                          config["extraction"]["store_dtype"], hub=args.hub)
@@ -48,10 +61,13 @@ def volume(args) -> int:
 def refs(args) -> int:
     if bool(args.model) == bool(args.repo):
         args.parser.error("give a model name of the config or --repo, not both")
+    models = None if args.repo else _load(args.configfile)["models"]
+    from shape_of_learning.models.checkpoints import checkpoints
+    from shape_of_learning.models.revisions import report
+
     if args.repo:
         print(report(args.repo, [], args.snippet))
         return 0
-    models = load_config(args.configfile)["models"]
     if args.model not in models:
         args.parser.error(f"{args.configfile} has no model {args.model!r}; models: {', '.join(sorted(models))}")
     hub = [c for c in checkpoints(args.model, models[args.model]) if c.source == "hub"]
@@ -59,6 +75,19 @@ def refs(args) -> int:
         args.parser.error(f"model {args.model!r} is not on the Hub (a path, package or trained model)")
     for repo in dict.fromkeys(c.location for c in hub):  # TinyLlama: one repository per checkpoint
         print(report(repo, [c.revision for c in hub if c.location == repo], args.snippet))
+    return 0
+
+
+def path(args) -> int:
+    _load(*args.configfiles)
+    from shape_of_learning import paths
+
+    found = {"RESULTS": paths.RESULTS, "LOGS": paths.LOGS, **{
+        name: value for name, value in vars(paths).items()
+        if name.isupper() and isinstance(value, str) and value.startswith(f"{paths.RESULTS}/")}}
+    if args.name not in found:
+        args.parser.error(f"shape_of_learning.paths has no path {args.name!r}; paths: {', '.join(sorted(found))}")
+    print(found[args.name])
     return 0
 
 
@@ -82,6 +111,10 @@ def main(argv=None) -> int:
     command.add_argument("--repo", help="a Hub repository id instead of a configured model")
     command.add_argument("--snippet", action="store_true", help="print a `checkpoints:` list of the existing refs")
     command.set_defaults(run=refs, parser=command)
+    command = commands.add_parser("path", help="where a config's run writes a file (make report asks for REPORT)")
+    command.add_argument("name", help="a path of shape_of_learning.paths: REPORT, SUMMARY_CSV, RESULTS, ...")
+    command.add_argument("configfiles", type=Path, nargs="+", help="config or presets (later ones override)")
+    command.set_defaults(run=path, parser=command)
     args = parser.parse_args(argv)
     return args.run(args)
 

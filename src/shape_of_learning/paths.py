@@ -3,10 +3,21 @@
 Paths are relative to the workflow's working directory (`snakemake --directory`). Each function returns one path, or,
 called without arguments, the Snakemake pattern with its wildcards: ``lock()`` is
 ``"results/lock/{model}/{checkpoint}.json"``, ``lock("gpt2", "main")`` is ``"results/lock/gpt2/main.json"``.
+
+Every result lies under the results root RESULTS, the config's `results` (default DEFAULT_RESULTS), read at import from
+the environment, where common.smk puts it for its process and every job's (`experiment.results_root.export`). Logs
+of the default root go to logs/, those of any other root to {root}/logs/: two roots' logs never mix, and the
+default's stay where they always were. WRITTEN_BY records which config wrote the root (`experiment.results_root`).
 """
 
-RESULTS = "results"
-LOGS = "logs"
+import os
+
+from shape_of_learning import RESULTS_VARIABLE
+
+DEFAULT_RESULTS = "results"
+RESULTS = os.environ.get(RESULTS_VARIABLE, DEFAULT_RESULTS)
+LOGS = "logs" if RESULTS == DEFAULT_RESULTS else f"{RESULTS}/logs"
+WRITTEN_BY = f"{RESULTS}/.written-by.json"
 
 
 def log(rule: str, job: str = "") -> str:

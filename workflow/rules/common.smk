@@ -1,20 +1,28 @@
-# Shared by the rules files: the config validated, the DAG planned from it, the preflight, and input functions.
-# Paths come from shape_of_learning.paths. A job's params hold what reruns it when it changes (`result_settings`:
-# the config's settings less those the schema marks `x-rerun: false`) and the planned objects it works on; its
-# script reads every setting from the validated config.
+# Shared by the rules files: the config validated, its results root claimed, the DAG planned from it, the preflight,
+# and input functions. Paths come from shape_of_learning.paths. A job's params hold what reruns it when it changes
+# (`result_settings`: the config's settings less those the schema marks `x-rerun: false`) and the planned objects it
+# works on; its script reads every setting from the validated config.
 import time
+
+from shape_of_learning.experiment import results_root
+from shape_of_learning.experiment.config import read_config_file, result_settings, validate_config
+
+CONFIG_FILES = workflow.config_settings.configfiles or [Path(workflow.basedir) / "config.yaml"]
+for config_file in CONFIG_FILES:
+    read_config_file(config_file)  # Snakemake's reading keeps the last of two equal keys; refuse them instead
+validate_config(config)  # against workflow/schemas/, before any job runs; fills in every default
+results_root.export(config)  # before the imports below: shape_of_learning.paths reads the results root at import
 
 from shape_of_learning import paths
 from shape_of_learning.corpus import MODALITIES
-from shape_of_learning.experiment.config import read_config_file, result_settings, validate_config
 from shape_of_learning.experiment.dag import SERIES, parse_reference, plan
 from shape_of_learning.experiment.outcome import drop_unavailable, missing
 from shape_of_learning.models.checkpoints import RANDOM_INIT
 from shape_of_learning.models.revisions import revision_problems
 
-for config_file in workflow.config_settings.configfiles or [Path(workflow.basedir) / "config.yaml"]:
-    read_config_file(config_file)  # Snakemake's reading keeps the last of two equal keys; refuse them instead
-validate_config(config)  # against workflow/schemas/, before any job runs; fills in every default
+CONFIG_NAME = results_root.config_name(CONFIG_FILES, workflow.basedir)
+if workflow.is_main_process:  # where Snakemake plans, not in each job's process
+    results_root.check(paths.WRITTEN_BY, CONFIG_NAME)  # another config's root is refused, dry runs too
 EXPERIMENT = plan(config)
 config["models"] = EXPERIMENT.models  # the planned registry, one model per fine-tuning seed: what every script reads
 RUN_STARTED = time.time()  # the failed jobs this run ends by naming are those whose logs it wrote
@@ -97,6 +105,12 @@ def finetuning_data(wildcards):
     """What a `finetune:` entry trains on: the dataset of its `data` ("dataset/split"), and its base model's lock."""
     spec = model_entry(wildcards)["finetune"]
     return {"pairs": paths.dataset(parse_reference(spec["data"])[0]), "pin": last_pin(spec["base"])}
+
+
+def claim_results_root():
+    """Record this run's config in its results root (`onstart`: jobs are about to run; not a dry run, --lint or
+    --report, which write nothing)."""
+    results_root.claim(paths.WRITTEN_BY, CONFIG_NAME)
 
 
 def report_outcome():

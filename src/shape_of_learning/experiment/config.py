@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from shape_of_learning.corpus import MODALITIES
+from shape_of_learning.experiment import results_root
 from shape_of_learning.metrics.registry import METRICS
 
 SCHEMAS = Path(__file__).resolve().parents[3] / "workflow" / "schemas"
@@ -49,6 +50,7 @@ def validate_config(config: dict) -> dict:
         for name, entry in config["models"].items():
             _validate(entry, files[MODEL_SCHEMA], f"models.{name}")
     _check_metric_settings(config["metrics"])
+    _check_results(config.get(results_root.KEY))
     return config
 
 
@@ -146,6 +148,13 @@ def _check_metric_settings(metrics: dict) -> None:
             METRICS[name].settings(overrides)
         except ValueError as error:
             raise ConfigError(f"config.metrics.settings.{name}: {error}") from None
+
+
+def _check_results(folder: str | None) -> None:
+    """`results` is a folder inside the working directory, where every path of shape_of_learning.paths lies."""
+    if folder is not None and (folder.startswith("/") or {"", ".", ".."} & set(folder.split("/"))):
+        raise ConfigError(f"config.{results_root.KEY}: {folder!r} is not a folder inside the working directory; give a "
+                          "relative path without '.', '..' or empty parts, such as results-demo")
 
 
 def _write(loaded: dict[str, dict], folder: Path) -> dict[str, Path]:
