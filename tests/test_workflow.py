@@ -311,7 +311,7 @@ def test_a_keep_going_run_without_two_models_makes_every_other_figure_and_names_
 def test_one_paper_figure_plans_only_its_own_models_jobs(tmp_path):
     def models_of(*targets):
         out = snakemake("-n", *targets, workdir=tmp_path).stdout
-        return set(re.findall(r"\bmodel=([\w.-]+)", out)), ran_jobs(snakemake("-n", "--quiet", "rules", *targets,
+        return set(re.findall(r"\bmodel=([\w.-]+)", out)), ran_jobs(snakemake("-n", *targets, "--quiet", "rules",
                                                                                workdir=tmp_path))
 
     models, jobs = models_of("results/figures/profile_pythia-2.8b_anisotropy.png")

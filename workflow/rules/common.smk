@@ -32,7 +32,7 @@ drop_unavailable(EXPERIMENT, PREFLIGHT)  # the targets leave out what needs them
 
 
 def targets(name=None):
-    """The input function of rule `all` (every target) or of a named target: its outputs, the preflight's first
+    """The input function of `all` (every target) and of each named target, giving its outputs, the preflight's first
     problem raised instead, before any job, unless the run goes on with --keep-going. Snakemake tells keep-going only
     once it executes, not while it parses; where it does not execute (--report), the outputs that exist: a report of a
     partial run holds the figures it made."""
