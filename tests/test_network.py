@@ -7,6 +7,7 @@ import socket
 import urllib.error
 from types import SimpleNamespace
 
+import huggingface_hub.constants
 import pytest
 from huggingface_hub import HfApi, hf_hub_download
 from huggingface_hub.errors import (EntryNotFoundError, GatedRepoError, LocalEntryNotFoundError, OfflineModeIsEnabled,
@@ -108,7 +109,9 @@ def test_hub_errors_are_those_the_module_names():
     assert isinstance(DETERMINISTIC["HF_HUB_OFFLINE"], ConnectionError)  # judged before the transient errors
 
 
-def test_an_unreachable_hub_is_transient_and_a_file_missing_from_the_cache_offline_is_not(tmp_path):
+def test_an_unreachable_hub_is_transient_and_a_file_missing_from_the_cache_offline_is_not(tmp_path, monkeypatch):
+    # .ci/run exports HF_HUB_OFFLINE=1, under which huggingface_hub refuses before connecting: this test must connect
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
         unreachable = f"http://127.0.0.1:{probe.getsockname()[1]}"
