@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every CUDA measurement that docs/benchmarks.md quotes, in one run on a GPU machine with the pipeline's packages installed:
 #   bash benchmarks/cuda_suite.sh [OUTDIR] [CORPUS_XML]
-# 1. the CUDA paths of extraction (fp32/bf16, device_map="auto", out-of-memory halving), checked on real runs;
+# 1. the CUDA paths of extraction (fp32/bf16, device_map="auto", out-of-memory halving), checked on real runs, and
+#    the shard pipeline's stream, pinned buffers and events against a synchronous copy (its GPU test);
 # 2. extraction throughput against the bare forward pass (Pythia-410m shape), bf16 and fp32;
 # 3. the metric stage on the GPU against scikit-dimension on the CPU;
 # 4. the demo DAG on CUDA (its models trained and measured on the GPU), timed, then checked by verify;
@@ -24,6 +25,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
 
 step cuda_paths 150 python3 benchmarks/cuda_paths.py --text "$xml"
+step shard_pipeline 120 python3 -m pytest -q -p no:cacheprovider tests/test_extract.py -k on_a_gpu
 step extract_bf16 150 python3 benchmarks/extract_speed.py --model pythia-410m --tokens 131072 --batch-size 32 \
     --max-length 1024 --text "$xml"
 step extract_fp32 150 python3 benchmarks/extract_speed.py --model pythia-410m --tokens 131072 --batch-size 32 \

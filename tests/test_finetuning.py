@@ -23,7 +23,7 @@ from shape_of_learning.finetuning import CITATION, analysis, datasets, settings
 from shape_of_learning.finetuning.analysis import (CLUSTERED, analyse, hidden_tokens, occurrences, pair_performance,
                                                    spearman_x100, variants)
 from shape_of_learning.finetuning.figures import isotropy_by_layer
-from shape_of_learning.finetuning.siamese import NO_DECAY, parameter_groups, sentence_vectors
+from shape_of_learning.finetuning.siamese import parameter_groups, sentence_vectors
 from shape_of_learning.finetuning.tables import comparison, document, paper_values, render
 from shape_of_learning.metrics.isotropy import isotropy_iw, isotropy_iw_u_only
 

@@ -14,7 +14,6 @@ import logging
 import math
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -26,16 +25,16 @@ from shape_of_learning import network, paths
 from shape_of_learning.extraction.families import MASKED_LM, NEXT_TOKEN, depth, last_layer_after_final_norm
 from shape_of_learning.extraction.fingerprint import Fingerprint
 from shape_of_learning.extraction.inputs import AudioInputs, ImageInputs, TextInputs, per_item_positions
-from shape_of_learning.extraction.loading import DTYPES, device_and_dtype, load_model, load_preprocessor
+from shape_of_learning.extraction.loading import device_and_dtype, load_model, load_preprocessor
 from shape_of_learning.extraction.loss import NextTokenLoss, masked_lm_loss
 from shape_of_learning.extraction.shards import STORE_DTYPES, ShardWriter
+from shape_of_learning.extraction.writer import ShardPipeline
 from shape_of_learning.models import pinning
 from shape_of_learning.models.checkpoints import Checkpoint, tokenizer_location
 
 logger = logging.getLogger(__name__)
 
 SPECIAL_TOKEN_POLICIES = ("exclude", "include")
-FLOAT16_MAX = 65504.0
 
 
 def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out_dir: Path, *,
@@ -113,27 +112,29 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
                     last_layer_after_final_norm=after_final_norm)
     out_dir = Path(out_dir)
     batch_size = entry["batch_size"]
-    # On a GPU each layer's copy to the host, its float16 conversion and its Parquet write (shards.py) run in writer
-    # threads that overlap the next batch's forward pass: there the writes, not the model, set the pace
-    # (docs/benchmarks.md: 0.11x of the bare bf16 forward pass on an H200). On CPU the cores are busy with the forward
-    # pass and one writer thread suffices.
+    # On a GPU the shard writes, not the model, set the pace (docs/benchmarks.md): the writer threads of `writer`
+    # copy each batch to the host and write it while the GPU runs the next batch. On CPU the cores are busy with the
+    # forward pass and one writer thread suffices.
     writer_threads = min(layers + 1, len(os.sched_getaffinity(0))) if input_device.type == "cuda" else 1
+    labels = [f"{name} layer {layer}" for layer in range(layers + 1)]
     started = time.perf_counter()
     with ExitStack() as stack:
         shards = [stack.enter_context(ShardWriter(out_dir / paths.shard_name(layer), store_dtype=store_dtype,
                                                   metadata={**metadata, "layer": layer}))
                   for layer in range(layers + 1)]
-        writers = stack.enter_context(ThreadPoolExecutor(writer_threads))  # exits (waits) before the shards close
+        pipeline = stack.enter_context(ShardPipeline(shards, store_dtype, threads=writer_threads))  # before closing
         progress = stack.enter_context(tqdm(total=n_tokens, unit="tok", desc=name, mininterval=5))
-        writes, start, used, filled, items_used, per_item = [], 0, 0, [0] * (layers + 1), 0, None
+        start, used, filled, items_used, per_item = 0, 0, [0] * (layers + 1), 0, None
         fingerprint = Fingerprint(layers + 1)
         while start < len(source) and min(filled) < n_tokens:
             batch = source.batch(start, batch_size)
-            inputs = {key: value.to(input_device, dtype=dtype if value.is_floating_point() else None)
+            # non_blocking: the host stages the (pageable) inputs at once, and this thread need not wait for the GPU
+            inputs = {key: value.to(input_device, dtype=dtype if value.is_floating_point() else None,
+                                    non_blocking=True)
                       for key, value in batch.inputs.items()}
             if next_token:  # the head projects only the positions that predict the loss's tokens
                 positions = next_token.positions(batch.kept)
-                inputs |= {"logits_to_keep": positions.to(input_device)}
+                inputs |= {"logits_to_keep": positions.to(input_device, non_blocking=True)}
             try:
                 outputs = _forward(body, inputs)
             except torch.cuda.OutOfMemoryError:
@@ -151,7 +152,7 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
             if len(hidden) != layers + 1:
                 raise RuntimeError(f"{name}: the forward pass returned {len(hidden)} hidden states, expected "
                                    f"{layers + 1} (embedding output + {layers} blocks)")
-            kept, views = [], [batch.tokens(states) for states in hidden]
+            kept, views = [], [batch.tokens(states) for states in hidden]  # keep masks on the host: no GPU wait
             if source.per_item:
                 if per_item is None:  # k: the fewest positions a layer has in the first item
                     per_item = min(int(keep[0].sum()) for _, keep, _ in views)
@@ -167,21 +168,16 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
                 filled[layer] += len(rows)
                 items_used += len(rows.unique()) if layer == 0 else 0
                 used = max(used, start + int(rows.max()) + 1 if len(rows) else 0)
-                index = dict(windows=batch.items[rows.cpu()].numpy(), positions=positions.cpu().numpy(),
-                             token_ids=None if token_ids is None else token_ids[rows.cpu(), positions.cpu()].numpy())
-                kept_rows = rows * vectors.shape[1] + positions  # into (batch * length, D)
-                flat = _kept(vectors, kept_rows, f"{name} layer {layer}")
+                index = dict(windows=batch.items[rows].numpy(), positions=positions.numpy(),
+                             token_ids=None if token_ids is None else token_ids[rows, positions].numpy())
+                flat = _kept(vectors, rows * vectors.shape[1] + positions)  # rows of (batch * length, D)
                 fingerprint.add(layer, flat)
-                kept.append((_stored(flat, store_dtype, f"{name} layer {layer}") if len(rows) else [], index))
+                kept.append((flat, index))
             del hidden, outputs, views
-            for write in writes:  # the previous batch, so that at most one batch waits in memory
-                write.result()
-            writes = [writers.submit(shard.append, vectors, **index) for shard, (vectors, index) in zip(shards, kept)
-                      if len(vectors)]  # a batch of skipped items (a short CANINE window) keeps nothing
+            pipeline.put(kept, labels)
             progress.update(min(filled) - progress.n)
             start += len(batch.items)
-        for write in writes:
-            write.result()
+        pipeline.drain()
         if min(filled) < n_tokens:  # before the shards close: a short shard is never written
             layer = filled.index(min(filled))
             needed = math.ceil(n_tokens * start / max(filled[layer], 1))
@@ -219,23 +215,9 @@ def _forward(model, inputs: dict):
         return model(**inputs, output_hidden_states=True)
 
 
-def _kept(states: torch.Tensor, kept_rows: torch.Tensor, name: str) -> torch.Tensor:
-    """The kept token vectors of one layer, (n_kept, D), on the model's device, checked finite."""
-    flat = states.flatten(0, 1).index_select(0, kept_rows.to(states.device))  # .to: device_map may split layers
-    if not torch.isfinite(flat).all():  # a float16/bfloat16 overflow: never stored, so never averaged into a metric
-        raise FloatingPointError(f"{name}: {int((~torch.isfinite(flat)).sum())} non-finite hidden-state values "
-                                 "(NaN or Inf, typically a float16 overflow); extract with `dtype: float32` "
-                                 "(the model's entry or extraction.dtype)")
-    return flat
-
-
-def _stored(flat: torch.Tensor, store_dtype: str, name: str):
-    """Kept vectors as a CPU array of the storage dtype."""
-    if store_dtype == "float16":
-        low, high = torch.aminmax(flat)
-        if max(-low.item(), high.item()) > FLOAT16_MAX:
-            raise ValueError(f"{name}: values beyond the float16 range (|x| > {FLOAT16_MAX:g}); "
-                             "extract with store_dtype='float32'")
-    return flat.to(DTYPES[store_dtype]).cpu().numpy()
-
-
+def _kept(states: torch.Tensor, kept_rows: torch.Tensor) -> torch.Tensor:
+    """The kept token vectors of one layer, (n_kept, D), on the layer's device; `kept_rows` index (batch * length)
+    on the host. Pinned and non_blocking: the index reaches the GPU without this thread waiting for it."""
+    if states.device.type == "cuda":
+        kept_rows = kept_rows.pin_memory().to(states.device, non_blocking=True)
+    return states.flatten(0, 1).index_select(0, kept_rows)  # on the layer's device: device_map may split layers

@@ -34,7 +34,9 @@ import torch
 class Batch:
     inputs: dict[str, torch.Tensor]  # keyword arguments of the forward pass
     items: torch.Tensor  # (B,) index of each row's corpus item (text window, image, clip)
-    tokens: Callable  # one hidden state -> (vectors (B, N, D), keep (B, N) bool, token ids (B, N) or None)
+    # one hidden state -> (vectors (B, N, D), keep (B, N) bool on the host, token ids (B, N) or None): the masks
+    # come from the inputs, so that choosing the kept vectors never waits for the GPU
+    tokens: Callable
     kept: torch.Tensor | None = None  # text: (B, L) the input positions whose vectors are kept
 
 
@@ -92,11 +94,11 @@ class TextInputs:
 
         def tokens(states):
             if states.shape[1] == longest:
-                return states, keep.to(states.device), input_ids
+                return states, keep, input_ids
             # CANINE molecules: [CLS], then molecule j >= 1 pools characters (j-1)*rate .. j*rate-1; a molecule is
             # kept if all its characters are (so none is padding, nor a special character under `exclude`)
             pooled = keep[:, :(states.shape[1] - 1) * self.rate].unflatten(1, (-1, self.rate)).all(2)
-            return states, torch.cat([keep[:, :1], pooled], 1).to(states.device), None
+            return states, torch.cat([keep[:, :1], pooled], 1), None
 
         return Batch({"input_ids": input_ids, "attention_mask": attention_mask},
                      torch.tensor([window for window, _, _ in rows]), tokens, keep)
@@ -127,7 +129,7 @@ class ImageInputs:
 
         def tokens(states):
             vectors = as_tokens(states)
-            keep = torch.ones(vectors.shape[:2], dtype=torch.bool, device=vectors.device)
+            keep = torch.ones(vectors.shape[:2], dtype=torch.bool)
             if states.dim() == 3 and self.exclude_special and isinstance(self.patch_size, int):
                 prefix = vectors.shape[1] - (height // self.patch_size) * (width // self.patch_size)
                 keep[:, :prefix] = False  # [CLS] (and DeiT's distillation token) precede the patches
@@ -187,7 +189,7 @@ class AudioInputs:
         lengths = self.frames(torch.tensor([len(clip) for clip in clips]))
 
         def tokens(states):
-            keep = torch.arange(states.shape[1], device=states.device) < lengths.to(states.device)[:, None]
+            keep = torch.arange(states.shape[1]) < lengths[:, None]
             return states, keep, None
 
         return Batch(inputs, torch.arange(start, start + len(clips)), tokens)

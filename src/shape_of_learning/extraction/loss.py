@@ -43,12 +43,13 @@ class NextTokenLoss:
     def add(self, logits: torch.Tensor, input_ids: torch.Tensor, positions: torch.Tensor) -> None:
         """`logits` (n, vocabulary) at the n `positions` (row-major order), whose targets are the next input ids."""
         targets = input_ids[:, 1:][positions[:, :-1]].to(logits.device)
-        self.total += torch.nn.functional.cross_entropy(logits.float(), targets, reduction="sum").item()
+        # summed on the device in float64 (as Python floats would be): no GPU wait per batch
+        self.total = self.total + torch.nn.functional.cross_entropy(logits.float(), targets, reduction="sum").double()
         self.count += len(targets)
         self.seen += self.pending
 
     def record(self) -> dict:
-        return {"kind": "next-token", "value": self.total / self.count if self.count else None,
+        return {"kind": "next-token", "value": float(self.total) / self.count if self.count else None,
                 "tokens": self.count, "reason": "" if self.count else "no kept token has a prefix"}
 
 
