@@ -22,6 +22,8 @@ from shape_of_learning.experiment.config import ConfigError, load_config, valida
 from shape_of_learning.experiment.dag import plan
 from shape_of_learning.experiment.model_sizes import ModelSize
 
+from hf_cache import add_revision
+
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"
 
@@ -115,6 +117,11 @@ def test_locks_and_local_folders_refine_the_table_and_what_none_knows_stays_unkn
                                 "weight_bytes": {"model.safetensors": 2_000_000}}))
     a = estimate(two_models()).models[0]
     assert a.download == disk.Bytes(2_000_000 + 4_000_000) and a.terms["downloading"].known == pytest.approx(3.0)
+    # step2's weights in the HF cache already: their size is the files', and nothing is downloaded
+    add_revision(offline / "cache", "org/a", "step2", {"model.safetensors": b"w" * 500_000})
+    a = estimate(two_models()).models[0]
+    assert a.download == disk.Bytes(2_000_000 + 500_000) and a.terms["downloading"].known == pytest.approx(1.0)
+    assert a.terms["loading"].known == pytest.approx(2.5)
     # a model in no table, lock or cache: its download, loading and forward pass are unknown, not guessed
     config = two_models()
     config["models"]["c"] = {**config["models"]["b"], "hub_id": "org/unlisted"}

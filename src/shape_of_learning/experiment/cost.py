@@ -7,11 +7,12 @@ extraction and metrics jobs term by term, the device-hours on one device and the
 Per extraction job (one per checkpoint, one per random-init baseline), with the sizes `disk.volumes` knows (locks,
 the HF cache, local directories, the committed model table) and the machine's `calibration`:
 
-    download    weight bytes / cost.download_mb_per_s        (inside the job, which holds its device meanwhile)
-    loading     weight bytes / load_bytes_per_s               (a baseline's random weights: nothing read)
-    forward     tokens x 2 x forward parameters / FLOP/s of the forward dtype
-    writes      tokens x (layers + 1) x hidden size x bytes of store_dtype / write_bytes_per_s
-    start-up    extraction_startup_s
+    downloading  weight bytes / cost.download_mb_per_s       (inside the job, which holds its device meanwhile;
+                                                              weights already in the HF cache: none)
+    loading      weight bytes / load_bytes_per_s              (a baseline's random weights: nothing read)
+    forward      tokens x 2 x forward parameters / FLOP/s of the forward dtype
+    writes       tokens x (layers + 1) x hidden size x bytes of store_dtype / write_bytes_per_s
+    start-up     extraction_startup_s
 
 and per metrics job (`metrics.layers_per_job` layers of one checkpoint): `metrics_layer_s` for each of its layers,
 then `metrics_startup_s`. tokens = metrics.batches x metrics.batch_size: what the pass keeps, taken for what it
@@ -128,9 +129,10 @@ def estimate(experiment: Experiment, found: list[ModelVolume], config: dict, dev
         forward = tokens * 2 * size.forward_parameters / calibration.flops(dtype) if size else None
         writes = volume.shard_bytes / calibration.write_bytes_per_s if volume.shard_bytes else None
         layer = calibration.metrics_layer_s(width, metrics["batch_size"], metrics["batches"]) if width else None
-        per_checkpoint = [
-            (d / download_rate if d is not None else None, w / calibration.load_bytes_per_s if w is not None else None)
-            for d, w in zip(volume.downloads, volume.weights)] + [(0.0, 0.0)] * baseline
+        per_checkpoint = [  # (downloading, loading): weights already in the HF cache download nothing
+            (0.0 if cached else d / download_rate if d is not None else None,
+             w / calibration.load_bytes_per_s if w is not None else None)
+            for d, w, cached in zip(volume.downloads, volume.weights, volume.cached)] + [(0.0, 0.0)] * baseline
         terms = {"downloading": sum((seconds(d) for d, _ in per_checkpoint), Seconds()),
                  "loading": sum((seconds(w) for _, w in per_checkpoint), Seconds()),
                  "forward": _times(forward, extractions),

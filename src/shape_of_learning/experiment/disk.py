@@ -67,6 +67,7 @@ class ModelVolume:
     hidden_size: int | None
     shard_bytes: int | None  # one checkpoint's hidden-state shards
     weights: list[int | None] = field(default_factory=list)  # bytes each checkpoint loads (a local model's files)
+    cached: list[bool] = field(default_factory=list)  # whether its weight files are all in the HF cache already
     size: ModelSize | None = None  # parameters: the model table's, or a local directory's (`model_sizes`)
     tabled: int = 0  # checkpoints whose download is the model table's
 
@@ -110,8 +111,11 @@ def volumes(checkpoints: dict[str, list[Checkpoint]], models: dict[str, dict], t
                 what=f"downloading the config.json of {ckpts[0].location}"))
         weights = [d if ckpt.source == "hub" else (files.weight_bytes if files else size and size.weight_bytes)
                    for ckpt, d, files in zip(ckpts, downloads, local)]
+        cached = [ckpt.source == "hub" and cached_sizes(ckpt, lock, entry["weights"]) is not None
+                  for ckpt, lock in zip(ckpts, locks)]
         shard = tokens * (entry["layers"] + 1) * hidden * itemsize if hidden else None
-        found.append(ModelVolume(model, downloads, hidden, shard, weights, size, tabled))
+        found.append(ModelVolume(model, downloads, hidden, shard, weights=weights, cached=cached, size=size,
+                                 tabled=tabled))
     return found
 
 
@@ -122,15 +126,21 @@ def checkpoint_download(ckpt: Checkpoint, lock: dict | None, weights: str, hub: 
         return 0
     if lock and set(lock.get("weight_bytes", {})) == set(lock["weights"]):
         return sum(lock["weight_bytes"].values())
-    snapshot, sizes = _snapshot(ckpt, lock), None
-    if snapshot:
-        try:
-            sizes = _file_sizes(snapshot, lock["weights"] if lock else _complete_weights(snapshot, weights))
-        except ValueError:  # no weight files of that format in the snapshot
-            pass
+    sizes = cached_sizes(ckpt, lock, weights)
     if sizes is None and hub:
         return hub_download(ckpt, weights)
     return sum(sizes.values()) if sizes is not None else None
+
+
+def cached_sizes(ckpt: Checkpoint, lock: dict | None, weights: str) -> dict[str, int] | None:
+    """The sizes of a Hub checkpoint's weight files in the HF cache; None unless every one of them is there."""
+    snapshot = _snapshot(ckpt, lock)
+    if snapshot is None:
+        return None
+    try:
+        return _file_sizes(snapshot, lock["weights"] if lock else _complete_weights(snapshot, weights))
+    except ValueError:  # no weight files of that format in the snapshot
+        return None
 
 
 def hub_download(ckpt: Checkpoint, weights: str) -> int | None:
