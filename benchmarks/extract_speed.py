@@ -96,6 +96,7 @@ def run_mode(mode: str, entry: dict, windows: list[str], n_tokens: int, out_dir:
         manifest = extraction.extract(checkpoint, entry, windows, n_tokens, Path(out_dir), store_dtype=store_dtype,
                                       loss=loss)
         seconds, device, dtype, loss = manifest["seconds"], manifest["device"], manifest["dtype"], manifest["loss"]
+        cpu_seconds = None  # its pass's CPU time is not apart from the loading's
     else:  # the bare forward pass of the model without a head, over the same batches that extract() builds
         import transformers
 
@@ -106,16 +107,17 @@ def run_mode(mode: str, entry: dict, windows: list[str], n_tokens: int, out_dir:
         model, input_device, _, _ = load_model(checkpoint.location, None, config, torch_dtype, device, False,
                                                head=False)
         batches = [source.batch(i, entry["batch_size"]).inputs for i in range(0, len(source), entry["batch_size"])]
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         for inputs in batches:
             extraction._forward(model, {key: value.to(input_device) for key, value in inputs.items()})
         if input_device.type == "cuda":
             torch.cuda.synchronize()
         seconds, dtype = time.perf_counter() - started, str(torch_dtype).removeprefix("torch.")
+        cpu_seconds = time.process_time() - cpu_started  # a shared machine's other load leaves this one alone
     peak_gpu = torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None
     return dict(mode=mode, seconds=seconds, tokens_per_second=n_tokens / seconds, device=str(device), dtype=dtype,
-                loss=loss, peak_rss_gib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
-                peak_gpu_gib=peak_gpu)
+                cpu_seconds=cpu_seconds, loss=loss,
+                peak_rss_gib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, peak_gpu_gib=peak_gpu)
 
 
 def loss_cost(entry: dict, windows: list[str], n_tokens: int, repeats: int) -> tuple[float, float, int]:

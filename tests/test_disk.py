@@ -100,7 +100,7 @@ def test_peak_disk_by_eviction_and_kept_shards(run):
     assert peak(found, evict_weights=False, keep_embeddings=False) == Bytes(1200 + max(shards), 1)
     assert peak(found, evict_weights=True, keep_embeddings=False) == Bytes(700 + max(shards), 1)
     text = summary(found, config(evict_weights=True)["extraction"])
-    assert "download: ≥ 1.2 kB (1 checkpoints unpinned and not in the HF cache; add --hub" in text
+    assert "download: ≥ 1.2 kB (1 checkpoints unpinned, not in the HF cache nor the model table; add --hub" in text
     assert f"peak disk, evict_weights: true: ≥ {disk.human(700 + max(shards))} (this config) with keep_embeddings: " \
            "false" in text
     assert len(text.splitlines()) == 5

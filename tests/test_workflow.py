@@ -74,7 +74,8 @@ def expected_jobs(config: dict) -> dict[str, int]:
     measured = checkpoints | {name: checkpoints[name] + 1 for name in baselines}
     jobs = {"pin_checkpoint": sum(checkpoints.values()), "pin_random_init": len(baselines),
             "extract_hidden_states": sum(measured.values()),
-            "measure_layers": sum(count * math.ceil((models[name]["layers"] + 1) / per_job)
+            "measure_layers": sum(count * (1 if per_job == "checkpoint" else math.ceil((models[name]["layers"] + 1)
+                                                                                      / per_job))
                                   for name, count in measured.items()),
             "assess_checkpoints": sum(runs.values()),  # one health table per model (per seed's run)
             # its tables: of its checkpoints, and of its baseline where it has one
@@ -107,13 +108,13 @@ def test_dry_run_fans_out_one_extraction_per_checkpoint_and_one_metrics_job_per_
                    planned_jobs(tmp_path, REPO / "presets/demo.yaml"))
 
 
-@pytest.mark.parametrize("layers_per_job", [1, 2])
-def test_layers_per_job_batches_consecutive_layers_into_one_metrics_job(tmp_path, layers_per_job):
+@pytest.mark.parametrize("layers_per_job, minilm_groups", [
+    (1, [str(i) for i in range(7)]), (2, ["0-1", "2-3", "4-5", "6"]), ("checkpoint", ["0-6"])])
+def test_layers_per_job_batches_consecutive_layers_into_one_metrics_job(tmp_path, layers_per_job, minilm_groups):
     config = yaml.safe_load((REPO / "presets/demo.yaml").read_text())
     config["metrics"]["layers_per_job"] = layers_per_job
     assert_fan_out(config, planned_jobs(tmp_path, write_config(config, tmp_path / "config.yaml")))
-    groups = plan(validate_config(config)).layer_groups("all-MiniLM-L6-v2")
-    assert groups == [str(i) for i in range(7)] if layers_per_job == 1 else ["0-1", "2-3", "4-5", "6"]
+    assert plan(validate_config(config)).layer_groups("all-MiniLM-L6-v2") == minilm_groups
     assert [list(layers_in_group(g)) for g in ("0-2", "6")] == [[0, 1, 2], [6]]
 
 
@@ -130,7 +131,7 @@ def test_adding_a_model_entry_adds_exactly_its_jobs(tmp_path):
     checkpoints = len([0, 1, 2, 4, 50000, 100000, 143000])
     added = {rule: after[rule] - before.get(rule, 0) for rule in after}
     assert added["pin_checkpoint"] == added["extract_hidden_states"] == checkpoints
-    assert added["measure_layers"] == checkpoints  # layers 0-6 in one job (the demo's layers_per_job: 8)
+    assert added["measure_layers"] == checkpoints  # layers 0-6 in one job (the demo's layers_per_job: checkpoint)
     assert added["all"] + added["tabulate_metrics"] == 0
     assert added["assess_checkpoints"] == added["tabulate_model_metrics"] == 1
     assert sum(added.values()) == added["pin_checkpoint"] * 2 + added["measure_layers"] + 2
@@ -318,7 +319,7 @@ def test_one_paper_figure_plans_only_its_own_models_jobs(tmp_path):
     assert models == {"pythia-2.8b"}
     checkpoints = len(plan(load_config(REPO / "config.yaml")).checkpoints["pythia-2.8b"])
     assert jobs == {"obtain_corpus": 1, "clean_corpus": 1, "sample_windows": 1, "pin_checkpoint": checkpoints,
-                    "extract_hidden_states": checkpoints, "measure_layers": checkpoints * 5,  # 33 states, 8 a job
+                    "extract_hidden_states": checkpoints, "measure_layers": checkpoints,  # one a checkpoint
                     "assess_checkpoints": 1, "tabulate_model_metrics": 1, "plot_figure": 1}
     assert models_of("figure3")[0] == models
     godey, _ = models_of("godey")

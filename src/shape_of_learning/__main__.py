@@ -2,14 +2,17 @@
 
     python -m shape_of_learning verify presets/demo.yaml [presets/ci.yaml] [--directory WORKDIR]
     python -m shape_of_learning disk config.yaml [--hub] [--directory WORKDIR]
+    python -m shape_of_learning cost config.yaml [--gpus N] [--hub] [--directory WORKDIR]
     python -m shape_of_learning refs pythia-1b [--configfile config.yaml] [--snippet]
     python -m shape_of_learning refs --repo EleutherAI/pythia-1b
     python -m shape_of_learning path REPORT presets/demo.yaml [presets/ci.yaml]
 
 verify: is a finished run complete (every output, every row of the tables, all finite)? disk: the download and disk
-volume a config needs, per model (shape_of_learning.experiment.disk). refs: a Hub model's branches and tags by step,
-the configured ones marked and missing ones named (shape_of_learning.models.revisions). path: where a config's run
-writes a file of shape_of_learning.paths (REPORT, SUMMARY_CSV, ...), under the config's `results` folder.
+volume a config needs, per model (shape_of_learning.experiment.disk). cost: its download, device time by term,
+device-hours and wall time on N devices, per model (shape_of_learning.experiment.cost). refs: a Hub model's branches
+and tags by step, the configured ones marked and missing ones named (shape_of_learning.models.revisions). path: where
+a config's run writes a file of shape_of_learning.paths (REPORT, SUMMARY_CSV, ...), under the config's `results`
+folder.
 """
 
 import argparse
@@ -43,7 +46,8 @@ def verify(args) -> int:
     return 1 if found else 0
 
 
-def volume(args) -> int:
+def _volumes(args):
+    """The config, its plan and the sizes `disk.volumes` knows, read in the run's working directory."""
     configfiles = [path.resolve() for path in args.configfiles]
     os.chdir(args.directory)  # where the run's locks and relative `path:` entries are
     config = _load(*configfiles)
@@ -51,10 +55,28 @@ def volume(args) -> int:
     from shape_of_learning.experiment.dag import plan
 
     experiment = plan(config)
-    found = disk.volumes(experiment.checkpoints, experiment.models, experiment.tokens_per_layer,
-                         config["extraction"]["store_dtype"], hub=args.hub)
+    return config, experiment, disk.volumes(experiment.checkpoints, experiment.models, experiment.tokens_per_layer,
+                                            config["extraction"]["store_dtype"], hub=args.hub)
+
+
+def volume(args) -> int:
+    config, _, found = _volumes(args)
+    from shape_of_learning.experiment import disk
+
     print(disk.table(found))
     print(disk.summary(found, config["extraction"]))
+    return 0
+
+
+def cost(args) -> int:
+    if args.gpus is not None and args.gpus < 1:
+        args.parser.error(f"--gpus {args.gpus}: give at least 1 device")
+    config, experiment, found = _volumes(args)
+    from shape_of_learning.experiment import cost
+
+    estimate = cost.estimate(experiment, found, config, args.gpus)
+    print(cost.table(estimate))
+    print(cost.summary(estimate, config))
     return 0
 
 
@@ -105,6 +127,13 @@ def main(argv=None) -> int:
     command.add_argument("--hub", action="store_true", help="ask the Hub the sizes of unpinned, uncached checkpoints "
                          "(one model_info each) and fetch config.json where no local copy gives the hidden size")
     command.set_defaults(run=volume)
+    command = commands.add_parser("cost", help="download, device time and wall time of a config's run, per model")
+    command.add_argument("configfiles", type=Path, nargs="+", help="config or presets (later ones override)")
+    command.add_argument("--directory", type=Path, default=Path("."), help="the run's working directory")
+    command.add_argument("--gpus", type=int, default=None, help="devices for the wall time (default: cost.gpus)")
+    command.add_argument("--hub", action="store_true", help="as for disk: ask the Hub the sizes the model table, "
+                         "locks and the HF cache do not know")
+    command.set_defaults(run=cost, parser=command)
     command = commands.add_parser("refs", help="a Hub model's branches and tags by step")
     command.add_argument("model", nargs="?", help="a model name of the config")
     command.add_argument("--configfile", type=Path, default=REPO_CONFIG)

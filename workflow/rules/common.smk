@@ -48,11 +48,13 @@ def targets(name=None):
 
     return inputs
 if workflow.output_settings.dryrun:  # while parsing, Snakemake tells a dry run by its output settings only
-    from shape_of_learning.experiment import disk
+    from shape_of_learning.experiment import cost, disk
 
     volumes = disk.volumes(EXPERIMENT.checkpoints, EXPERIMENT.models, EXPERIMENT.tokens_per_layer,
                            config["extraction"]["store_dtype"])
     print(disk.summary(volumes, config["extraction"]), file=sys.stderr)
+    estimate = cost.estimate(EXPERIMENT, volumes, config)
+    print(cost.table(estimate), cost.summary(estimate, config), sep="\n", file=sys.stderr)
 
 CORPUS = config["corpus"]["name"]
 # Image and audio corpora (Godey et al.): one sampled file per modality, read by the models of that modality.

@@ -1,8 +1,9 @@
 """The config: validated against workflow/schemas/ before any job runs, and what of it reruns a job.
 
-The schemas are the one source of every setting's default. Two lists they hold are filled in from the code's
-registries, so that each is declared once: the metric names (`shape_of_learning.metrics.registry.METRICS`) and the
-modalities (`shape_of_learning.corpus.MODALITIES`). A setting marked ``x-rerun: false`` in a schema cannot change
+The schemas are the one source of every setting's default. Three lists they hold are filled in from the code's
+registries, so that each is declared once: the metric names (`shape_of_learning.metrics.registry.METRICS`), the
+modalities (`shape_of_learning.corpus.MODALITIES`) and the cost model's calibrations
+(`shape_of_learning.experiment.calibration.CALIBRATIONS`). A setting marked ``x-rerun: false`` in a schema cannot change
 any result (a device, a batch size, what is kept on disk, which jobs exist): `result_settings` leaves it out of a
 job's params, so changing it reruns nothing. Rule scripts read every setting from the validated config.
 """
@@ -16,6 +17,7 @@ import yaml
 
 from shape_of_learning.corpus import MODALITIES
 from shape_of_learning.experiment import results_root
+from shape_of_learning.experiment.calibration import CALIBRATIONS
 from shape_of_learning.metrics.registry import METRICS
 
 SCHEMAS = Path(__file__).resolve().parents[3] / "workflow" / "schemas"
@@ -29,11 +31,13 @@ class ConfigError(ValueError):
 @functools.cache
 def schemas() -> dict[str, dict]:
     """Both schemas, by file name, with the registries' lists filled in (the enum of `$defs/metric` and the default
-    of `metrics.names`; the enum of a model's `modality`). Read once per process; not to be modified."""
+    of `metrics.names`; the enum of a model's `modality`; the enum of `cost.calibration`). Read once per process;
+    not to be modified."""
     config, model = (yaml.safe_load((SCHEMAS / name).read_text()) for name in (CONFIG_SCHEMA, MODEL_SCHEMA))
     config["$defs"]["metric"]["enum"] = list(METRICS)
     config["properties"]["metrics"]["properties"]["names"]["default"] = list(METRICS)
     model["properties"]["modality"]["enum"] = list(MODALITIES)
+    config["properties"]["cost"]["properties"]["calibration"]["enum"] = list(CALIBRATIONS)
     return {CONFIG_SCHEMA: config, MODEL_SCHEMA: model}
 
 

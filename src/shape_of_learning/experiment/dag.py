@@ -91,7 +91,7 @@ class Experiment:
     models: dict[str, dict]
     checkpoints: dict[str, list[Checkpoint]]
     tokens_per_layer: int  # vectors every layer of every checkpoint keeps: metrics.batches x metrics.batch_size
-    layers_per_job: int = 1
+    layers_per_job: int | str = 1  # metrics.layers_per_job: a number of layers, or "checkpoint"
     figures: list[Figure] = field(default_factory=list)
     pairs: list[Pair] = field(default_factory=list)
     analyses: list[Analysis] = field(default_factory=list)  # Tables 1-2; the pairs' on the first split: Figures 1-2
@@ -143,8 +143,10 @@ class Experiment:
         return range(self.models[model]["layers"] + 1)
 
     def layer_groups(self, model: str) -> list[str]:
-        """The layers of each metrics job, as named in its output: "3", or "0-7" with metrics.layers_per_job: 8."""
-        states, size = self.hidden_states(model), self.layers_per_job
+        """The layers of each metrics job, as named in its output: "3", or "0-7" with metrics.layers_per_job: 8, or
+        every layer of the checkpoint in one ("0-32") with `checkpoint`."""
+        states = self.hidden_states(model)
+        size = len(states) if self.layers_per_job == "checkpoint" else self.layers_per_job
         chunks = [states[i:i + size] for i in range(0, len(states), size)]
         return [str(c[0]) if len(c) == 1 else f"{c[0]}-{c[-1]}" for c in chunks]
 

@@ -1,31 +1,36 @@
-"""Disk and download volume of a config, from what is known here: lock files, the HF cache, local model directories.
+"""Disk and download volume of a config, from what is known here: lock files, the HF cache, local model directories,
+the committed model table.
 
     python -m shape_of_learning disk config.yaml                   # per model, offline
     python -m shape_of_learning disk presets/demo.yaml presets/ci.yaml --directory /scratch/run
     python -m shape_of_learning disk config.yaml --hub             # ask the Hub the sizes of unpinned checkpoints
 
 A dry run (`snakemake -n`) prints the totals. Nothing is guessed: a checkpoint's download is known from its lock
-(`weight_bytes`, written by `pinning.pin`) or its weight files in the HF cache, else it counts as
-unknown and totals are lower bounds ("≥"). One checkpoint's hidden-state shards hold
+(`weight_bytes`, written by `pinning.pin`), its weight files in the HF cache or (with --hub) the Hub's listing, else
+from the committed table of every configured model's sizes, each row citing its source (`model_sizes`); a model in
+none of these counts as unknown and totals are lower bounds ("≥"). One checkpoint's hidden-state shards hold
 
     tokens per layer (metrics.batches x metrics.batch_size) x (layers + 1) x hidden size x bytes of store_dtype
 
 bytes of vectors (Parquet adds up to 12 bytes per token of index columns, compressed), the hidden size read from
-the model's config.json where a local copy exists (`hidden_size`, `d_model` or `n_embd`; unknown otherwise, e.g. for
-CNNs, whose stages differ in width). Peak disk: weights of every checkpoint, or of one at a time with
-`extraction.evict_weights`; shards of every checkpoint with `extraction.keep_embeddings`, else (temp()) of one
-checkpoint per extraction ahead of its metrics jobs, at least one. The corpus and the results themselves are small
+the model's config.json where a local copy exists (`hidden_size`, `d_model` or `n_embd`), else the model table's
+(for CNNs, whose stages differ in width, the mean width of the states extracted); unknown otherwise. Peak disk:
+weights of every checkpoint, or of one at a time with `extraction.evict_weights`; shards of every checkpoint with
+`extraction.keep_embeddings`, else (temp()) of one checkpoint per extraction ahead of its metrics jobs, at least
+one. The corpus and the results themselves are small
 next to these and are not counted.
 """
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 from huggingface_hub import hf_hub_download
 
 from shape_of_learning import network, paths
+from shape_of_learning.experiment import model_sizes
+from shape_of_learning.experiment.model_sizes import ModelSize
 from shape_of_learning.models import hf_cache, pinning
 from shape_of_learning.models.checkpoints import Checkpoint
 
@@ -40,7 +45,7 @@ class Bytes:
     unknown: int = 0
 
     def __add__(self, other: "Bytes") -> "Bytes":
-        return Bytes(self.known + other.known, self.unknown + other.unknown)
+        return type(self)(self.known + other.known, self.unknown + other.unknown)
 
     def __str__(self) -> str:
         if self.unknown and not self.known:
@@ -61,6 +66,10 @@ class ModelVolume:
     downloads: list[int | None]  # bytes per checkpoint; None where unknown; 0 where nothing is downloaded
     hidden_size: int | None
     shard_bytes: int | None  # one checkpoint's hidden-state shards
+    weights: list[int | None] = field(default_factory=list)  # bytes each checkpoint loads (a local model's files)
+    cached: list[bool] = field(default_factory=list)  # whether its weight files are all in the HF cache already
+    size: ModelSize | None = None  # parameters: the model table's, or a local directory's (`model_sizes`)
+    tabled: int = 0  # checkpoints whose download is the model table's
 
     @property
     def download(self) -> Bytes:
@@ -87,14 +96,26 @@ def volumes(checkpoints: dict[str, list[Checkpoint]], models: dict[str, dict], t
         locks = [_lock(Path(paths.lock(model, ckpt.name))) for ckpt in ckpts]
         downloads = [checkpoint_download(ckpt, lock, entry["weights"], hub) for ckpt, lock in zip(ckpts, locks)]
         hidden = next(filter(None, (hidden_size(ckpt, lock) for ckpt, lock in zip(ckpts, locks))), None)
-        if "finetune" in entry and not hidden:  # fine-tuning keeps the base model's width
-            hidden = next((v.hidden_size for v in found if v.model == entry["finetune"]["base"]), None)
+        size, tabled = model_sizes.table().get(entry.get("hub_id")), 0
+        if size:  # a size the model table knows, where locks, the cache and the Hub tell none
+            tabled, downloads = downloads.count(None), [size.weight_bytes if d is None else d for d in downloads]
+            hidden = hidden or size.hidden_size
+        local = [model_sizes.local(Path(ckpt.location)) if ckpt.source != "hub" else None for ckpt in ckpts]
+        size = size or next(filter(None, reversed(local)), None)
+        if "finetune" in entry:  # fine-tuning keeps the base model's architecture
+            base = next((v for v in found if v.model == entry["finetune"]["base"]), None)
+            hidden, size = hidden or (base and base.hidden_size), size or (base and base.size)
         if hub and not hidden and ckpts[0].source == "hub":  # its config.json (a few kB) into the HF cache
             hidden = hidden_size(ckpts[0], None, network.retry(
                 lambda: hf_hub_download(ckpts[0].location, "config.json", revision=ckpts[0].revision),
                 what=f"downloading the config.json of {ckpts[0].location}"))
+        weights = [d if ckpt.source == "hub" else (files.weight_bytes if files else size and size.weight_bytes)
+                   for ckpt, d, files in zip(ckpts, downloads, local)]
+        cached = [ckpt.source == "hub" and cached_sizes(ckpt, lock, entry["weights"]) is not None
+                  for ckpt, lock in zip(ckpts, locks)]
         shard = tokens * (entry["layers"] + 1) * hidden * itemsize if hidden else None
-        found.append(ModelVolume(model, downloads, hidden, shard))
+        found.append(ModelVolume(model, downloads, hidden, shard, weights=weights, cached=cached, size=size,
+                                 tabled=tabled))
     return found
 
 
@@ -105,15 +126,21 @@ def checkpoint_download(ckpt: Checkpoint, lock: dict | None, weights: str, hub: 
         return 0
     if lock and set(lock.get("weight_bytes", {})) == set(lock["weights"]):
         return sum(lock["weight_bytes"].values())
-    snapshot, sizes = _snapshot(ckpt, lock), None
-    if snapshot:
-        try:
-            sizes = _file_sizes(snapshot, lock["weights"] if lock else _complete_weights(snapshot, weights))
-        except ValueError:  # no weight files of that format in the snapshot
-            pass
+    sizes = cached_sizes(ckpt, lock, weights)
     if sizes is None and hub:
         return hub_download(ckpt, weights)
     return sum(sizes.values()) if sizes is not None else None
+
+
+def cached_sizes(ckpt: Checkpoint, lock: dict | None, weights: str) -> dict[str, int] | None:
+    """The sizes of a Hub checkpoint's weight files in the HF cache; None unless every one of them is there."""
+    snapshot = _snapshot(ckpt, lock)
+    if snapshot is None:
+        return None
+    try:
+        return _file_sizes(snapshot, lock["weights"] if lock else _complete_weights(snapshot, weights))
+    except ValueError:  # no weight files of that format in the snapshot
+        return None
 
 
 def hub_download(ckpt: Checkpoint, weights: str) -> int | None:
@@ -175,14 +202,19 @@ def summary(found: list[ModelVolume], extraction: dict) -> str:
     shards = sum((v.shards for v in found), Bytes())
     no_width = [v.model for v in found if v.hidden_size is None]
     current = (extraction["evict_weights"], extraction["keep_embeddings"])
+    tabled = sum(v.tabled for v in found)
     lines = [f"Disk and download volume of {sum(len(v.downloads) for v in found)} checkpoints of {len(found)} models "
-             f"(from {paths.lock_dir('*')}/, the HF cache and local model directories; per model: "
+             f"(from {paths.lock_dir('*')}/, the HF cache, local model directories and the model table; per model: "
              "python -m shape_of_learning disk CONFIG):",
-             f"  download: {download}" + (f" ({download.unknown} checkpoints unpinned and not in the HF cache; "
-                                          "add --hub to the command above to ask the Hub)" if download.unknown else "")]
+             f"  download: {download}" + "".join(
+                 f" ({text})" for text in [f"{tabled} checkpoints sized by the model table, {model_sizes.TABLE.name}: "
+                                           "their repositories' published sizes" if tabled else "",
+                                           f"{download.unknown} checkpoints unpinned, not in the HF cache nor the "
+                                           "model table; add --hub to the command above to ask the Hub"
+                                           if download.unknown else ""] if text)]
     lines.append(f"  hidden-state shards ({extraction['store_dtype']}): {shards}{' in all' if shards.known else ''}"
-                 + (f" (hidden size unknown for {len(no_width)} of {len(found)} models: no local config.json)"
-                    if no_width else ""))
+                 + (f" (hidden size unknown for {len(no_width)} of {len(found)} models: no local config.json, no row "
+                    "in the model table)" if no_width else ""))
     if not any(peak(found, evict, keep).known for evict in (False, True) for keep in (False, True)):
         return "\n".join([*lines, "  peak disk: unknown until the sizes above are"])
     for evict in (False, True):

@@ -1,0 +1,190 @@
+"""What a config's run costs before it starts: per model and in total, the download, the device time of its
+extraction and metrics jobs term by term, the device-hours on one device and the wall time on N (`cost.gpus`).
+
+    python -m shape_of_learning cost config.yaml [--gpus 8]        # per model, offline
+    snakemake -n                                                     # the same totals, with the per-model table
+
+Per extraction job (one per checkpoint, one per random-init baseline), with the sizes `disk.volumes` knows (locks,
+the HF cache, local directories, the committed model table) and the machine's `calibration`:
+
+    downloading  weight bytes / cost.download_mb_per_s       (inside the job, which holds its device meanwhile;
+                                                              weights already in the HF cache: none)
+    loading      weight bytes / load_bytes_per_s              (a baseline's random weights: nothing read)
+    forward      tokens x 2 x forward parameters / FLOP/s of the forward dtype
+    writes       tokens x (layers + 1) x hidden size x bytes of store_dtype / write_bytes_per_s
+    start-up     extraction_startup_s
+
+and per metrics job (`metrics.layers_per_job` layers of one checkpoint): `metrics_layer_s` for each of its layers,
+then `metrics_startup_s`. tokens = metrics.batches x metrics.batch_size: what the pass keeps, taken for what it
+forwards. The device time of a model is the sum of its jobs' (one job at a time per device, as the workstation
+profile runs its `gpu=1` jobs); the wall time on N devices is the longer of total / N and the longest job: jobs packed
+without gaps, no queueing. Not modelled: the pins, trainings, fine-tunings and Rajaee & Pilehvar analyses (a few
+dozen jobs, minutes), the checkpoint's loss (+2% of a decoder's pass; an encoder's masked-LM pass, up to a fifth of
+its extraction: docs/benchmarks.md), the tables and figures. A term whose size is unknown (a model in none of the
+sources above, one the pipeline trains before it is trained) counts as unknown, its totals lower bounds ("≥").
+Measured against the demo in docs/cost.md.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from shape_of_learning.experiment.calibration import CALIBRATIONS, Calibration
+from shape_of_learning.experiment.dag import Experiment, layers_in_group
+from shape_of_learning.experiment.disk import Bytes, ModelVolume, human
+
+TERMS = ("downloading", "loading", "forward", "writes", "metrics", "start-up")
+ACTIVATION_STATES = 4  # beside the kept hidden states, a block's working set: its MLP's 4 x width intermediate
+
+
+class Seconds(Bytes):
+    """A sum of known seconds, and how many of its terms are unknown (then `known` is a lower bound)."""
+
+    def __str__(self) -> str:
+        if self.unknown and not self.known:
+            return "unknown"
+        return f"{'≥ ' if self.unknown else ''}{duration(self.known)}"
+
+
+def duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def seconds(value: float | None) -> Seconds:
+    return Seconds(0, 1) if value is None else Seconds(value)
+
+
+@dataclass
+class ModelCost:
+    model: str
+    extractions: int  # checkpoints, random-init baseline included
+    metrics_jobs: int
+    download: Bytes
+    terms: dict[str, Seconds]
+    longest_job: float  # seconds of its longest known job
+    gpu_memory: int | None  # bytes the extraction needs on its device (`gpu_memory`)
+
+    @property
+    def total(self) -> Seconds:
+        return sum(self.terms.values(), Seconds())
+
+
+@dataclass
+class Cost:
+    models: list[ModelCost]
+    calibration: Calibration
+    devices: int
+    download_bytes_per_s: float
+    terms: dict[str, Seconds] = field(init=False)
+
+    def __post_init__(self):
+        self.terms = {term: sum((m.terms[term] for m in self.models), Seconds()) for term in TERMS}
+
+    @property
+    def total(self) -> Seconds:
+        return sum(self.terms.values(), Seconds())
+
+    def wall(self, devices: int) -> Seconds:
+        """The run's wall time on `devices` devices: every job packed without gaps, never shorter than its longest
+        job."""
+        total = self.total
+        return Seconds(max(total.known / devices, max((m.longest_job for m in self.models), default=0)),
+                       total.unknown)
+
+
+def forward_dtype(entry: dict, extraction: dict, calibration: Calibration) -> str:
+    """The dtype a model's pass runs in: its entry's, else extraction.dtype, `auto` as the calibration's device runs
+    it (bfloat16 on CUDA, float32 on CPU)."""
+    dtype = entry["dtype"] or extraction["dtype"]
+    return calibration.auto_dtype if dtype == "auto" else dtype
+
+
+def gpu_memory(parameters: int, hidden_size: int, entry: dict, dtype: str) -> int:
+    """Bytes an extraction needs on its device: every parameter in the forward dtype, and one batch's activations:
+    the hidden states it keeps (layers + 1, `output_hidden_states`) and a block's working set, each batch_size x
+    max_length tokens x hidden size in that dtype. A model larger than 80% of the free memory is spread over GPU and
+    CPU instead (`extraction.loading.load_model`)."""
+    itemsize = np.dtype(dtype if dtype != "bfloat16" else "float16").itemsize
+    tokens = entry["batch_size"] * entry["max_length"]
+    return itemsize * (parameters + tokens * hidden_size * (entry["layers"] + 1 + ACTIVATION_STATES))
+
+
+def estimate(experiment: Experiment, found: list[ModelVolume], config: dict, devices: int | None = None) -> Cost:
+    """The cost of the planned `experiment` with the sizes `found` (`disk.volumes` of its checkpoints), calibrated by
+    config["cost"]["calibration"], on config["cost"]["gpus"] devices unless `devices` is given."""
+    settings, extraction, metrics = config["cost"], config["extraction"], config["metrics"]
+    calibration = CALIBRATIONS[settings["calibration"]]
+    download_rate = settings["download_mb_per_s"] * 1e6
+    tokens = experiment.tokens_per_layer
+    costs = []
+    for volume in found:
+        model, entry = volume.model, experiment.models[volume.model]
+        dtype = forward_dtype(entry, extraction, calibration)
+        baseline = model in experiment.baselines
+        extractions, groups = len(volume.downloads) + baseline, experiment.layer_groups(model)
+        states = entry["layers"] + 1
+        size, width = volume.size, volume.hidden_size
+        forward = tokens * 2 * size.forward_parameters / calibration.flops(dtype) if size else None
+        writes = volume.shard_bytes / calibration.write_bytes_per_s if volume.shard_bytes else None
+        layer = calibration.metrics_layer_s(width, metrics["batch_size"], metrics["batches"]) if width else None
+        per_checkpoint = [  # (downloading, loading): weights already in the HF cache download nothing
+            (0.0 if cached else d / download_rate if d is not None else None,
+             w / calibration.load_bytes_per_s if w is not None else None)
+            for d, w, cached in zip(volume.downloads, volume.weights, volume.cached)] + [(0.0, 0.0)] * baseline
+        terms = {"downloading": sum((seconds(d) for d, _ in per_checkpoint), Seconds()),
+                 "loading": sum((seconds(w) for _, w in per_checkpoint), Seconds()),
+                 "forward": _times(forward, extractions),
+                 "writes": _times(writes, extractions),
+                 "metrics": _times(layer and layer * states, extractions),
+                 "start-up": Seconds(extractions * (calibration.extraction_startup_s
+                                                    + len(groups) * calibration.metrics_startup_s))}
+        extraction_jobs = [sum(filter(None, (d, w, forward, writes)), calibration.extraction_startup_s)
+                           for d, w in per_checkpoint]
+        longest_group = max(len(layers_in_group(group)) for group in groups)
+        metrics_job = (layer or 0) * longest_group + calibration.metrics_startup_s
+        memory = gpu_memory(size.parameters, width, entry, dtype) if size and width else None
+        costs.append(ModelCost(model, extractions, extractions * len(groups), volume.download, terms,
+                               max([*extraction_jobs, metrics_job]), memory))
+    return Cost(costs, calibration, devices or settings["gpus"], download_rate)
+
+
+def _times(value: float | None, count: int) -> Seconds:
+    return Seconds(0, count) if value is None else Seconds(value * count)
+
+
+def table(cost: Cost) -> str:
+    """One row per model: its jobs, download, each term, device-hours and the GPU memory of its extraction."""
+    rows = [("model", "extractions", "metrics jobs", "download", *TERMS, "device time", "GPU memory")]
+    for m in cost.models:
+        rows.append((m.model, str(m.extractions), str(m.metrics_jobs), str(m.download),
+                     *(str(m.terms[term]) for term in TERMS), str(m.total),
+                     human(m.gpu_memory) if m.gpu_memory else "?"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in
+                               enumerate(zip(row, widths))) for row in rows)
+
+
+def summary(cost: Cost, config: dict) -> str:
+    """The totals, for the dry run: download, each term, device-hours on one device, wall time on cost.gpus."""
+    c, device = cost.calibration, cost.calibration.device
+    extractions = sum(m.extractions for m in cost.models)
+    metrics_jobs = sum(m.metrics_jobs for m in cost.models)
+    download = sum((m.download for m in cost.models), Bytes())
+    total, plural = cost.total, "s" if cost.devices > 1 else ""
+    lines = [f"Cost of {extractions} extractions and {metrics_jobs} metrics jobs (calibration "
+             f"{config['cost']['calibration']}: {c.measured}; per model: python -m shape_of_learning cost CONFIG):",
+             f"  download: {download}, {cost.terms['downloading']} at {cost.download_bytes_per_s / 1e6:g} MB/s "
+             "(cost.download_mb_per_s)",
+             "  " + ", ".join(f"{term}: {cost.terms[term]}" for term in TERMS[1:]),
+             f"  {device}-hours on one {device}: {_hours(total)}; wall time on {cost.devices} {device}{plural} "
+             f"(cost.gpus, or --gpus N): {cost.wall(cost.devices)}"]
+    if total.unknown:
+        lines.append(f"  ({total.unknown} terms unknown: models in no lock, HF cache, local folder or model table, or "
+                     "trained by the pipeline and not yet trained)")
+    return "\n".join(lines)
+
+
+def _hours(value: Seconds) -> str:
+    return f"{'≥ ' if value.unknown else ''}{value.known / 3600:.1f} h"

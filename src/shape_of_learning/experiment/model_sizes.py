@@ -1,0 +1,77 @@
+"""How large a model is, without downloading it: the committed table of every configured Hub model (model_sizes.csv,
+package data), and a local model directory's own files.
+
+The table's columns, one row per Hub repository (`hub_id`, a model entry's own; a model whose checkpoints live in
+repositories of their own, as TinyLlama's, is read from its entry's):
+
+- parameters: every parameter of the checkpoint's architecture as transformers builds it from the repository's
+  config.json, counted on the meta device (what `extraction.loading.parameter_count` counts);
+- forward_parameters: those each token is multiplied through in the extraction's pass: the model's body (no head:
+  the loss's logits are a few hundred tokens'), its embedding tables left out; ALBERT's shared layer counted at each
+  of its 12 uses; for T5, ByT5 and Whisper the encoder's, which alone runs;
+- hidden_size: the width of the hidden states; where stages differ in width (CNNs, CvT, SegFormer), the mean over
+  the states the pipeline extracts, so that shard bytes come out right;
+- weights_dtype, weight_bytes: the dtype and total size of the weight files a checkpoint downloads;
+- checked: `files` (the sizes and dtype were read on the cited huggingface.co page: the repository's file tree),
+  `mirror` (a gated repository: a public copy's file tree), `no` (parameters x bytes of the dtype, plus the buffers
+  the note names, not checked against the Hub); source, note.
+
+Locks and the Hugging Face cache refine the download (`experiment.disk`); a local directory's sizes come from its
+safetensors headers (`local`).
+"""
+
+import csv
+import functools
+import json
+import math
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+TABLE = Path(__file__).with_name("model_sizes.csv")
+CHECKED = ("files", "mirror", "no")
+
+
+@dataclass(frozen=True)
+class ModelSize:
+    parameters: int
+    forward_parameters: int
+    weight_bytes: int  # of one checkpoint's weight files
+    hidden_size: int | None = None  # a local directory's comes from its config.json (`disk.hidden_size`)
+
+
+@functools.cache
+def table() -> dict[str, ModelSize]:
+    """The committed table, by hub_id (read once per process)."""
+    with TABLE.open(newline="") as stream:
+        rows = list(csv.DictReader(stream))
+    if bad := [row["hub_id"] for row in rows if row["checked"] not in CHECKED]:
+        raise ValueError(f"{TABLE}: rows {bad} have a `checked` other than {CHECKED}")
+    return {row["hub_id"]: ModelSize(int(row["parameters"]), int(row["forward_parameters"]), int(row["weight_bytes"]),
+                                     int(row["hidden_size"])) for row in rows}
+
+
+def local(folder: Path) -> ModelSize | None:
+    """A model directory's sizes from the headers of its safetensors files (every tensor's shape; their bytes on
+    disk): parameters, and forward parameters less the token-embedding table (vocab_size x hidden size of its
+    config.json, where both are given). None where the folder holds no safetensors (absent, not yet trained)."""
+    files = sorted(Path(folder).glob("*.safetensors"))
+    if not files:
+        return None
+    parameters = sum(_tensor_elements(file) for file in files)
+    try:
+        settings = json.loads((Path(folder) / "config.json").read_text())
+    except (OSError, ValueError):
+        settings = {}
+    width = next((settings[key] for key in ("hidden_size", "d_model", "n_embd") if isinstance(settings.get(key), int)),
+                 0)
+    embedding = settings.get("vocab_size", 0) * width if isinstance(settings.get("vocab_size"), int) else 0
+    return ModelSize(parameters, parameters - embedding, sum(file.stat().st_size for file in files))
+
+
+def _tensor_elements(file: Path) -> int:
+    """Elements of every tensor of a safetensors file: its header is 8 bytes of length, then JSON (dtype, shape)."""
+    with file.open("rb") as stream:
+        (length,) = struct.unpack("<Q", stream.read(8))
+        header = json.loads(stream.read(length))
+    return sum(math.prod(tensor["shape"]) for name, tensor in header.items() if name != "__metadata__")

@@ -1,0 +1,199 @@
+"""The cost model (shape_of_learning.experiment.cost): a two-model run costed by hand with a round calibration, the
+committed model table behind a fresh clone's offline estimate, locks and local folders refining it, the wall time on N
+devices, and the paper's dry run printing it."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from huggingface_hub import constants
+from safetensors.numpy import save_file
+
+from shape_of_learning.__main__ import main
+from shape_of_learning.experiment import cost, disk, model_sizes
+from shape_of_learning.experiment.calibration import CALIBRATIONS, Calibration, write_rate
+from shape_of_learning.experiment.config import ConfigError, load_config, validate_config
+from shape_of_learning.experiment.dag import plan
+from shape_of_learning.experiment.model_sizes import ModelSize
+
+from hf_cache import add_revision
+
+REPO = Path(__file__).resolve().parents[1]
+SNAKEMAKE = Path(sys.executable).parent / "snakemake"
+
+# 2 x 1000 FLOPs a token at 1000 tokens/s: 2e6 FLOP/s; writes: 100 bytes a token in 1/500 - 1/1000 s: 1e5 bytes/s;
+# a metrics batch of 4096 vectors: 1 s at width 100, 2 s at 300 (1.5 s at 200)
+ROUND = Calibration(device="GPU", measured="by hand", forward_parameters=1000, bare_tokens_per_s={"float32": 1000},
+                    write_bytes_per_s=write_rate(100, (1000, 500)), load_bytes_per_s=1e6, extraction_startup_s=10,
+                    metrics_startup_s=5, metrics_batch_s={100: 1.0, 300: 2.0})
+TABLE = {"org/a": ModelSize(parameters=3000, forward_parameters=2000, weight_bytes=4_000_000, hidden_size=200),
+         "org/b": ModelSize(parameters=1000, forward_parameters=500, weight_bytes=1_000_000, hidden_size=100)}
+
+
+def two_models(**cost_settings) -> dict:
+    """a: a decoder of 3 blocks, two checkpoints; b: an encoder of 1 block, one checkpoint and (Godey et al.'s
+    figure) a random-init baseline. 2 x 2048 tokens a layer, float16 shards, 2 layers a metrics job."""
+    return validate_config({
+        "corpus": {"name": "c"}, "extraction": {"dtype": "float32"},
+        "metrics": {"batch_size": 2048, "batches": 2, "layers_per_job": 2},
+        "cost": {"calibration": "cpu", "download_mb_per_s": 2, **cost_settings},
+        "figures": {"by_modality": {"models": ["b"]}},
+        "models": {"a": {"hub_id": "org/a", "kind": "decoder", "layers": 3, "checkpoints": ["step1", "step2"]},
+                   "b": {"hub_id": "org/b", "kind": "encoder", "layers": 1}}})
+
+
+@pytest.fixture
+def offline(tmp_path, monkeypatch):
+    """An empty working directory and HF cache, the round calibration (as `cpu`) and the two models' table rows."""
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setitem(CALIBRATIONS, "cpu", ROUND)  # a name the schema allows
+    monkeypatch.setattr(model_sizes, "table", lambda: TABLE)
+    return tmp_path
+
+
+def estimate(config: dict, devices: int | None = None) -> cost.Cost:
+    experiment = plan(config)
+    found = disk.volumes(experiment.checkpoints, experiment.models, experiment.tokens_per_layer,
+                         config["extraction"]["store_dtype"])
+    return cost.estimate(experiment, found, config, devices)
+
+
+def test_two_models_cost_what_the_hand_computation_says(offline):
+    a, b = estimate(two_models()).models
+    tokens = 4096
+    # a: 2 checkpoints of 4e6 bytes at 2e6 bytes/s and 1e6 bytes/s; 4 states of width 200; 2 metrics jobs each
+    assert a.terms["downloading"].known == pytest.approx(2 * 4e6 / 2e6)
+    assert a.terms["loading"].known == pytest.approx(2 * 4e6 / 1e6)
+    assert a.terms["forward"].known == pytest.approx(2 * tokens * 2 * 2000 / 2e6)
+    assert a.terms["writes"].known == pytest.approx(2 * tokens * 4 * 200 * 2 / 1e5)
+    assert a.terms["metrics"].known == pytest.approx(2 * 4 * 2 * 1.5 * (2048 / 4096) ** 2)
+    assert a.terms["start-up"].known == pytest.approx(2 * (10 + 2 * 5))
+    assert (a.extractions, a.metrics_jobs) == (2, 4)
+    # b: its checkpoint and its baseline, which downloads and loads nothing; 2 states of width 100, one job each
+    assert (b.extractions, b.metrics_jobs) == (2, 2)
+    assert (b.terms["downloading"].known, b.terms["loading"].known) == pytest.approx((0.5, 1.0))
+    assert b.terms["forward"].known == pytest.approx(2 * tokens * 2 * 500 / 2e6)
+    assert b.terms["metrics"].known == pytest.approx(2 * 2 * 2 * 1.0 / 4)
+    assert b.terms["start-up"].known == pytest.approx(2 * (10 + 5))
+    assert a.total.known + b.total.known == pytest.approx(205.456 + 70.364)
+    assert not (a.total.unknown or b.total.unknown)
+    # GPU memory of a's extraction: float32 weights and one batch (8 x 512 tokens) of 4 kept states + 4 working
+    assert a.gpu_memory == 4 * (3000 + 8 * 512 * 200 * (4 + 4))
+
+
+def test_wall_time_on_n_devices_is_the_total_shared_but_never_shorter_than_the_longest_job(offline):
+    run = estimate(two_models(gpus=2))
+    total = 205.456 + 70.364
+    longest = 2 + 4 + 4096 * 2 * 2000 / 2e6 + 4096 * 4 * 200 * 2 / 1e5 + 10  # one of a's extractions
+    assert run.total.known == pytest.approx(total)
+    assert run.wall(1).known == pytest.approx(total) and run.wall(2).known == pytest.approx(total / 2)
+    assert longest > total / 4 and run.wall(4).known == pytest.approx(longest)
+    assert "wall time on 2 GPUs" in cost.summary(run, two_models(gpus=2))
+    assert estimate(two_models(), devices=4).devices == 4
+
+
+def test_one_metrics_job_per_checkpoint_pays_each_start_up_once(offline):
+    grouped, single = (estimate(validate_config({**two_models(), "metrics": {**two_models()["metrics"],
+                                                                               "layers_per_job": per_job}}))
+                       for per_job in (1, "checkpoint"))
+    assert [m.metrics_jobs for m in grouped.models] == [2 * 4, 2 * 2]
+    assert [m.metrics_jobs for m in single.models] == [2, 2]
+    assert grouped.terms["start-up"].known - single.terms["start-up"].known == pytest.approx((8 + 4 - 4) * 5)
+    assert grouped.terms["metrics"] == single.terms["metrics"]
+
+
+def test_locks_and_local_folders_refine_the_table_and_what_none_knows_stays_unknown(offline):
+    lock = Path("results/lock/a/step1.json")
+    lock.parent.mkdir(parents=True)
+    lock.write_text(json.dumps({"model": "a", "checkpoint": "step1", "commit_sha": "c" * 40, "source": "hub",
+                                "weights": {"model.safetensors": "1" * 64},
+                                "weight_bytes": {"model.safetensors": 2_000_000}}))
+    a = estimate(two_models()).models[0]
+    assert a.download == disk.Bytes(2_000_000 + 4_000_000) and a.terms["downloading"].known == pytest.approx(3.0)
+    # step2's weights in the HF cache already: their size is the files', and nothing is downloaded
+    add_revision(offline / "cache", "org/a", "step2", {"model.safetensors": b"w" * 500_000})
+    a = estimate(two_models()).models[0]
+    assert a.download == disk.Bytes(2_000_000 + 500_000) and a.terms["downloading"].known == pytest.approx(1.0)
+    assert a.terms["loading"].known == pytest.approx(2.5)
+    # a model in no table, lock or cache: its download, loading and forward pass are unknown, not guessed
+    config = two_models()
+    config["models"]["c"] = {**config["models"]["b"], "hub_id": "org/unlisted"}
+    c = estimate(validate_config(config)).models[-1]
+    assert c.download == disk.Bytes(0, 1) and str(c.terms["forward"]) == "unknown"
+    assert c.terms["start-up"].known == 10 + 5 and str(c.total).startswith("≥ ")
+    # a local folder: parameters from its safetensors headers, less vocab_size x hidden size; bytes on disk
+    folder = offline / "saved"
+    folder.mkdir()
+    save_file({"embed.weight": np.zeros((10, 4), np.float32), "block.weight": np.zeros((4, 4), np.float32)},
+              str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps({"vocab_size": 10, "hidden_size": 4}))
+    assert model_sizes.local(folder) == ModelSize(56, 56 - 40, (folder / "model.safetensors").stat().st_size)
+    assert model_sizes.local(offline / "not-trained-yet") is None
+
+
+def test_the_committed_table_sizes_every_configured_hub_model_offline(tmp_path, monkeypatch):
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    config = load_config(REPO / "config.yaml")
+    with model_sizes.TABLE.open(newline="") as stream:
+        rows = {row["hub_id"]: row for row in csv.DictReader(stream)}
+    hub = {entry["hub_id"] for entry in config["models"].values() if "hub_id" in entry}
+    assert hub <= set(rows), hub - set(rows)
+    for row in rows.values():  # bytes as parameters x bytes of the dtype, within the buffers a note names
+        itemsize = {"float32": 4, "float16": 2, "bfloat16": 2}[row["weights_dtype"]]
+        assert 0.95 < int(row["weight_bytes"]) / (int(row["parameters"]) * itemsize) < 1.2, row["hub_id"]
+        assert row["source"].startswith("https://huggingface.co/") and row["checked"] in model_sizes.CHECKED
+    run = estimate(config)
+    assert not run.total.unknown  # every term known on a fresh clone, offline
+    # the paper's download: each hub checkpoint at its model's row (its own repository's, for TinyLlama's)
+    downloads = sum(int(rows[entry["hub_id"]]["weight_bytes"]) * len(plan(config).checkpoints[name])
+                    for name, entry in plan(config).models.items() if "hub_id" in entry)
+    assert sum(m.download.known for m in run.models) == downloads
+
+
+def test_the_cost_command_and_the_config_settings(tmp_path, capsys):
+    config = yaml.safe_load((REPO / "presets/demo.yaml").read_text())
+    path = tmp_path / "demo.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert main(["cost", str(path), "--gpus", "3", "--directory", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "all-MiniLM-L6-v2" in out and "core-hours on one core" in out and "wall time on 3 cores" in out
+    with pytest.raises(SystemExit):
+        main(["cost", str(path), "--gpus", "0"])
+    assert "give at least 1 device" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="cost.calibration: 'a100' is not allowed; allowed: h200, cpu"):
+        validate_config({**config, "cost": {"calibration": "a100"}})
+    with pytest.raises(ConfigError, match="metrics.layers_per_job"):
+        validate_config({**config, "metrics": {**config["metrics"], "layers_per_job": "all"}})
+
+
+def test_the_calibrations_rates_come_from_their_measurements():
+    h200 = CALIBRATIONS["h200"]
+    assert h200.flops("bfloat16") == 2 * 302_311_424 * 196_642 and h200.flops("float16") == h200.flops("bfloat16")
+    assert ROUND.write_bytes_per_s == pytest.approx(1e5) and ROUND.flops("bfloat16") == ROUND.flops("float32") == 2e6
+    # docs/benchmarks.md's H200 extraction: bf16 22,440 and fp32 18,526 tokens/s against 196,642 and 59,377 bare
+    per_token = [1 / 22_440 - 1 / 196_642, 1 / 18_526 - 1 / 59_377]
+    assert h200.write_bytes_per_s == pytest.approx(np.mean([25 * 1024 * 2 / t for t in per_token]))
+    assert 1.2e9 < h200.write_bytes_per_s < 1.5e9
+    assert ROUND.metrics_layer_s(200, 4096, 5) == pytest.approx(5 * 1.5)
+    assert ROUND.metrics_layer_s(10, 4096, 1) == pytest.approx(1.0)  # never below the fastest measured batch
+
+
+@pytest.mark.slow
+def test_the_paper_dry_run_prints_the_cost_offline_on_a_fresh_clone(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "empty-cache"),
+           "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    dry = subprocess.run([SNAKEMAKE, "--snakefile", REPO / "Snakefile", "--directory", tmp_path, "-n", "--quiet",
+                          "rules"], cwd=REPO, env=env, capture_output=True, text=True)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert "pythia-2.8b " in dry.stderr and "GPU-hours on one GPU: " in dry.stderr
+    lines = dry.stderr[dry.stderr.index("Cost of "):].splitlines()[:4]
+    assert "unknown" not in "\n".join(lines) and "≥" not in "\n".join(lines)
+    assert "wall time on 1 GPU (cost.gpus" in lines[3]
