@@ -128,6 +128,8 @@ def test_a_claim_of_several_parts_fails_on_any_no_and_is_not_measurable_on_any_g
                                                                                            "c: missing")
     assert predicates.every({"a": yes, "c": gap}).holds is None
     assert predicates.every({"a": yes, "b": yes}).holds is True
+    # a comparison of numpy values gives a numpy bool, which is neither True nor False by identity
+    assert predicates.every({"a": Verdict(np.float64(1) < 2), "b": Verdict(np.float64(3) < 2)}).holds is False
 
 
 # --- a synthetic run of the demo's plan, every claim holding, or one broken ----------------------------------------

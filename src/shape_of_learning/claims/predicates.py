@@ -30,6 +30,9 @@ class Verdict:
     measured: str = ""
     reason: str = ""
 
+    def __post_init__(self):  # a numpy bool is no `True`: `every` tells the three by identity
+        object.__setattr__(self, "holds", None if self.holds is None else bool(self.holds))
+
 
 def num(value: float) -> str:
     """A measured value as the scorecard prints it: 3 significant digits."""

@@ -84,4 +84,4 @@ def render(card: pd.DataFrame, title: str) -> str:
     table = (f"<h3>{escape(title)}</h3><p>{escape(tally(card))}</p><table><thead><tr>"
              + "".join(f"<th>{name}</th>" for name in header) + "</tr></thead><tbody>" + "\n".join(body)
              + "</tbody></table>")
-    return document(f"<style>{STYLE}</style>", table, title=title)
+    return document(table, title=title, style=STYLE)
