@@ -295,8 +295,10 @@ def test_a_keep_going_run_without_two_models_makes_every_other_figure_and_names_
     unobtainable = write_config({
         "models": {"gated": {"hub_id": "nobody/gated", "kind": "encoder", "layers": 6},  # offline, nowhere cached
                    "moved": {"path": str(tmp_path / "nowhere"), "kind": "decoder", "layers": 6}},  # folder gone
-        "figures": {"id_across_checkpoints": {**config["id_across_checkpoints"], "models": [
-                        *config["id_across_checkpoints"]["models"], "gated", "moved"]},
+        "figures": {"id_across_checkpoints": {**config["id_across_checkpoints"],
+                                              "models": [*config["id_across_checkpoints"]["models"], "gated"]},
+                    "profile_across_checkpoints": [*config["profile_across_checkpoints"],
+                                                   {"model": "moved", "metric": "anisotropy"}],
                     "loss_across_checkpoints": {"models": [*config["loss_across_checkpoints"]["models"], "moved"]}},
     }, tmp_path / "unobtainable.yaml")
     configfiles = ["--configfile", *CI, str(unobtainable)]
@@ -308,24 +310,25 @@ def test_a_keep_going_run_without_two_models_makes_every_other_figure_and_names_
     assert done.returncode != 0
     made = {path.stem for path in (workdir / "results/figures").glob("*.png")}
     planned = {figure.name for figure in plan(load_config(*CI, str(unobtainable))).figures}
-    assert planned - made == {"id_across_checkpoints", "loss_moved"}
+    assert planned - made == {"id_across_checkpoints", "loss_moved", "profile_moved_anisotropy"}
     assert {"rajaee_pilehvar_figure1", "rajaee_pilehvar_figure2"} <= made
     lines = done.stderr.splitlines()
     assert any(line.startswith("model 'moved' cannot be had: ") and
-               line.endswith("with --keep-going, the run leaves out id_across_checkpoints, loss_moved, tables")
+               line.endswith("with --keep-going, the run leaves out profile_moved_anisotropy, loss_moved, tables")
                for line in lines)
     failed = [line for line in lines if line.startswith("failed: ")]
     assert len(failed) == 1 and "logs/pin_checkpoint/gated/main.log" in failed[0]
     missing = sorted(line for line in lines if line.startswith("not made: "))
     assert [line.split(" (")[0] for line in missing] == [
-        "not made: id_across_checkpoints", "not made: loss_across_checkpoints", "not made: tables"]
-    assert "gated: " in missing[0] and "moved cannot be had: " in missing[1]
-    # the scorecard is made all the same (gated, an encoder, is in no claim's group): the claims of Figure 4's
-    # decoders, moved among them, cannot hold, and say why (no where demo-pythia fails them, not measurable else);
+        "not made: id_across_checkpoints", "not made: loss_across_checkpoints", "not made: profile_across_checkpoints",
+        "not made: tables"]
+    assert "gated: " in missing[0] and "moved cannot be had: " in missing[1] and "moved cannot be had: " in missing[2]
+    # the scorecard is made all the same (gated, an encoder, is in no claim's group): the claim of Figures 2-3's
+    # decoders, moved among them, cannot hold and says why (no where demo-pythia fails it, not measurable else);
     # verify prints it and fails on completeness alone
     card = pd.read_csv(workdir / "results/tables/claims.csv", keep_default_na=False).set_index("claim")
-    for claim in ("id_rises_then_falls", "loss_improves_while_id_falls"):
-        assert card.loc[claim, "holds"] != "yes" and "moved: moved cannot be had: " in card.loc[claim, "reason"]
+    grows = card.loc["anisotropy_grows_then_stabilises"]
+    assert grows["holds"] != "yes" and "moved: moved cannot be had: " in grows["reason"]
     assert set(card.index) == set(CLAIMS)
     said = verify(workdir, *configfiles[1:], env=offline)
     assert said.returncode == 1 and said.stdout.splitlines()[0].startswith("claims: ")
