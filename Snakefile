@@ -37,6 +37,11 @@ if EXPERIMENT.pairs:  # the Rajaee & Pilehvar analysis, where the config has a `
     include: "workflow/rules/finetuning.smk"
 
 
+if EXPERIMENT.claims:  # the claims scorecard, where the config has a `claims:` section
+
+    include: "workflow/rules/claims.smk"
+
+
 report: "workflow/report/workflow.rst"
 
 

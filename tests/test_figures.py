@@ -281,7 +281,7 @@ def test_plan_names_every_figure_of_the_demo_and_its_files_arguments_and_labels(
     # one named target per figure kind where the entries name none (the demo), and the other deliverables'
     assert {name: len(outputs) for name, outputs in experiment.named_targets().items()} == {
         "anisotropy_by_layer": 2, "profile_across_checkpoints": 4, "id_across_checkpoints": 2, "id_estimators": 2,
-        "loss_across_checkpoints": 4, "by_modality": 2, "rajaee_pilehvar": 7, "tables": 4}
+        "loss_across_checkpoints": 4, "by_modality": 2, "rajaee_pilehvar": 7, "tables": 4, "claims": 2}
     figure5 = experiment.figure("id_estimators_demo-pythia")
     assert figure5.outputs == ["results/figures/id_estimators_demo-pythia.png",
                                "results/figures/id_estimators_demo-pythia.pdf"]

@@ -77,7 +77,8 @@ def test_the_path_command_gives_the_config_s_report(tmp_path):
     assert python("-m", "shape_of_learning", "path", "REPORT", demo, str(overlay(tmp_path, "results-demo"))
                   ).stdout == "results-demo/report.html\n"
     wrong = python("-m", "shape_of_learning", "path", "REPROT", demo)
-    assert wrong.returncode != 0 and "no path 'REPROT'; paths: CHECKPOINTS_TABLE, LOGS" in wrong.stderr
+    assert wrong.returncode != 0
+    assert "no path 'REPROT'; paths: CHECKPOINTS_TABLE, CLAIMS_REPORT, CLAIMS_TABLE, LOGS" in wrong.stderr
 
 
 def test_verify_looks_for_the_run_under_the_config_s_root(tmp_path):

@@ -23,7 +23,7 @@ def paper():
 def test_the_paper_s_figures_have_the_targets_the_config_names_and_each_needs_only_its_models(paper):
     targets = paper.named_targets()
     assert {"figure1", "figure2", "figure3", "figure4", "figure5", "godey", "rajaee_pilehvar", "tables",
-            "loss_across_checkpoints"} == set(targets)
+            "loss_across_checkpoints", "claims"} == set(targets)
     assert targets["figure3"] == ["results/figures/profile_pythia-2.8b_anisotropy.png",
                                   "results/figures/profile_pythia-2.8b_anisotropy.pdf"]
     deliverables = {d.name: d for d in paper.deliverables()}

@@ -13,6 +13,9 @@ import pandas as pd
 import pytest
 import yaml
 
+from shape_of_learning.claims.catalogue import CLAIMS
+from shape_of_learning.claims.scorecard import COLUMNS
+from shape_of_learning.claims.scorecard import lines as scorecard_lines
 from shape_of_learning.experiment.config import load_config, validate_config
 from shape_of_learning.experiment.dag import layers_in_group, plan
 from shape_of_learning.experiment.verify import problems
@@ -28,6 +31,12 @@ def snakemake(*args, workdir: Path, check=True, env=None) -> subprocess.Complete
     if check and result.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
     return result
+
+
+def verify(workdir: Path, *configfiles: str, env=None) -> subprocess.CompletedProcess:
+    """`python -m shape_of_learning verify` on a run, as a user calls it."""
+    return subprocess.run([sys.executable, "-m", "shape_of_learning", "verify", *configfiles, "--directory",
+                           str(workdir)], capture_output=True, text=True, env=env)
 
 
 def planned_jobs(workdir: Path, *configfiles: Path) -> dict[str, int]:
@@ -222,6 +231,13 @@ def test_end_to_end_ci_preset_produces_every_figure_and_a_complete_table(ci_run)
     report = (tmp_path / "results/report.html").read_text(errors="replace")
     assert "anisotropy_by_layer.png" in report and "by_modality.png" in report
     assert "rajaee_pilehvar_figure1.png" in report and "rajaee_pilehvar_tables.html" in report
+    assert "claims.html" in report  # the claims page
+    # every claim of the three papers, held, not held or not measurable on these tiny models, each saying why not
+    card = pd.read_csv(tmp_path / "results/tables/claims.csv", keep_default_na=False)
+    assert list(card.columns) == COLUMNS and set(card["claim"]) == set(CLAIMS)
+    assert set(card["holds"]) <= {"yes", "no", "not measurable"} and card.loc[card["holds"] != "yes", "reason"].all()
+    said = verify(tmp_path, *configfiles)  # the scorecard, judged on the same tables as the run's job judged it
+    assert said.returncode == 0 and said.stdout.splitlines()[:-1] == scorecard_lines(card)
     summary = pd.read_parquet(tmp_path / "results/tables/summary.parquet")
     cosine = summary[(summary["metric"] == "avg_cosine") & (summary["step"] == 40)].groupby("model")["mean"]
     assert set(cosine.groups) >= {"demo-vit", "demo-resnet"}  # the digit-trained ViT and CNN, measured end to end
@@ -263,8 +279,9 @@ def test_a_figure_extended_by_a_model_runs_that_model_that_figure_and_the_table_
     assert ran_jobs(snakemake("--cores", "2", "anisotropy_by_layer", *configfiles, workdir=workdir)) == {
         "pin_checkpoint": 1, "extract_hidden_states": 1, "measure_layers": 4, "assess_checkpoints": 1,
         "tabulate_model_metrics": 1, "plot_figure": 1, "anisotropy_by_layer": 1}
-    # then everything: only the table of every model is left to make
-    assert ran_jobs(snakemake("--cores", "2", *configfiles, workdir=workdir)) == {"tabulate_metrics": 1, "all": 1}
+    # then everything: only the table of every model and the claims scorecard (Figure 1's encoders) are left to make
+    assert ran_jobs(snakemake("--cores", "2", *configfiles, workdir=workdir)) == {
+        "tabulate_metrics": 1, "evaluate_claims": 1, "all": 1}
     after = figure_files(workdir)
     assert sorted(name for name in before if after[name] != before[name]) == [
         "anisotropy_by_layer.pdf", "anisotropy_by_layer.png"]  # every other figure byte-identical, not rewritten
@@ -278,9 +295,11 @@ def test_a_keep_going_run_without_two_models_makes_every_other_figure_and_names_
     config = load_config(*CI)["figures"]
     unobtainable = write_config({
         "models": {"gated": {"hub_id": "nobody/gated", "kind": "encoder", "layers": 6},  # offline, nowhere cached
-                   "moved": {"path": str(tmp_path / "nowhere"), "kind": "encoder", "layers": 6}},  # folder gone
+                   "moved": {"path": str(tmp_path / "nowhere"), "kind": "decoder", "layers": 6}},  # folder gone
         "figures": {"id_across_checkpoints": {**config["id_across_checkpoints"],
                                               "models": [*config["id_across_checkpoints"]["models"], "gated"]},
+                    "profile_across_checkpoints": [*config["profile_across_checkpoints"],
+                                                   {"model": "moved", "metric": "anisotropy"}],
                     "loss_across_checkpoints": {"models": [*config["loss_across_checkpoints"]["models"], "moved"]}},
     }, tmp_path / "unobtainable.yaml")
     configfiles = ["--configfile", *CI, str(unobtainable)]
@@ -292,17 +311,29 @@ def test_a_keep_going_run_without_two_models_makes_every_other_figure_and_names_
     assert done.returncode != 0
     made = {path.stem for path in (workdir / "results/figures").glob("*.png")}
     planned = {figure.name for figure in plan(load_config(*CI, str(unobtainable))).figures}
-    assert planned - made == {"id_across_checkpoints", "loss_moved"}
+    assert planned - made == {"id_across_checkpoints", "loss_moved", "profile_moved_anisotropy"}
     assert {"rajaee_pilehvar_figure1", "rajaee_pilehvar_figure2"} <= made
     lines = done.stderr.splitlines()
     assert any(line.startswith("model 'moved' cannot be had: ") and
-               line.endswith("with --keep-going, the run leaves out loss_moved, tables") for line in lines)
+               line.endswith("with --keep-going, the run leaves out profile_moved_anisotropy, loss_moved, tables")
+               for line in lines)
     failed = [line for line in lines if line.startswith("failed: ")]
     assert len(failed) == 1 and "logs/pin_checkpoint/gated/main.log" in failed[0]
     missing = sorted(line for line in lines if line.startswith("not made: "))
     assert [line.split(" (")[0] for line in missing] == [
-        "not made: id_across_checkpoints", "not made: loss_across_checkpoints", "not made: tables"]
-    assert "gated: " in missing[0] and "moved cannot be had: " in missing[1]
+        "not made: id_across_checkpoints", "not made: loss_across_checkpoints", "not made: profile_across_checkpoints",
+        "not made: tables"]
+    assert "gated: " in missing[0] and "moved cannot be had: " in missing[1] and "moved cannot be had: " in missing[2]
+    # the scorecard is made all the same (gated, an encoder, is in no claim's group): the claim of Figures 2-3's
+    # decoders, moved among them, cannot hold and says why (no where demo-pythia fails it, not measurable else);
+    # verify prints it and fails on completeness alone
+    card = pd.read_csv(workdir / "results/tables/claims.csv", keep_default_na=False).set_index("claim")
+    grows = card.loc["anisotropy_grows_then_stabilises"]
+    assert grows["holds"] != "yes" and "moved: moved cannot be had: " in grows["reason"]
+    assert set(card.index) == set(CLAIMS)
+    said = verify(workdir, *configfiles[1:], env=offline)
+    assert said.returncode == 1 and said.stdout.splitlines()[0].startswith("claims: ")
+    assert said.stdout.splitlines()[-1] == "run incomplete"
     report = snakemake("--cores", "1", *configfiles, "--report", "results/report.html", workdir=workdir,
                        env=offline, check=False)
     assert report.returncode == 0, report.stderr[-3000:]

@@ -115,6 +115,8 @@ METRICS_TABLE = table("metrics.parquet")
 SUMMARY = table("summary.parquet")
 SUMMARY_CSV = table("summary.csv")
 CHECKPOINTS_TABLE = table("checkpoints.csv")  # every checkpoint's health
+CLAIMS_TABLE = table("claims.csv")  # the claims scorecard: each paper's claims checked on the run's tables
+CLAIMS_REPORT = table("claims.html")  # the same, the report's claims page
 
 
 # Health: one table per model, its checkpoints' losses, duplicates and verdicts.
@@ -150,6 +152,9 @@ def dataset_download(name: str = "{dataset}") -> str:
 def dataset_lock(name: str = "{dataset}") -> str:
     """The sha256 the first download of a dataset without a configured digest recorded."""
     return f"{RESULTS}/lock/dataset-{name}.json"
+
+
+RAJAEE_PILEHVAR_TABLES = [table(f"rajaee_pilehvar_table{number}.csv") for number in (1, 2)]  # Tables 1-2, tidy
 
 
 def isotropy_settings(dataset: str = "{dataset}", split: str = "{split}", model: str = "{model}",

@@ -1,6 +1,7 @@
 """The experiment as the workflow sees it, planned from the validated config alone: every checkpoint and its layer
-groups, every figure, every job of the Rajaee & Pilehvar analysis, and what a user can ask for (`Deliverable`): each
-figure, that analysis and every model's tables, with the models each needs and the named target that builds it.
+groups, every figure, every job of the Rajaee & Pilehvar analysis, the rows of the claims scorecard
+(shape_of_learning.claims), and what a user can ask for (`Deliverable`): each figure, that analysis, every model's
+tables and the scorecard, with the models each needs and the named target that builds it.
 
 Everything is enumerated at parse time (no Snakemake checkpoints), so `snakemake -n` on thousands of jobs stays
 fast and works offline. Planning reads no file: whether the configured checkpoints exist is the preflight's
@@ -12,17 +13,17 @@ import inspect
 from dataclasses import dataclass, field
 
 from shape_of_learning import paths
+from shape_of_learning.claims.catalogue import Group, plan_claims
 from shape_of_learning.figures.kinds import FIGURE_KINDS, Figure
 from shape_of_learning.figures.modality import model_group
-from shape_of_learning.models.checkpoints import RANDOM_INIT, Checkpoint, RandomInit, checkpoints, random_init
+from shape_of_learning.models.checkpoints import RANDOM_INIT, SERIES, Checkpoint, RandomInit, checkpoints, random_init
 
-RAJAEE_PILEHVAR_TABLES = [paths.table(f"rajaee_pilehvar_table{number}.csv") for number in (1, 2)]
+RAJAEE_PILEHVAR_TABLES = paths.RAJAEE_PILEHVAR_TABLES
 RAJAEE_PILEHVAR_REPORT = paths.table("rajaee_pilehvar_tables.html")
 RAJAEE_PILEHVAR_FIGURES = {number: [paths.figure(f"rajaee_pilehvar_figure{number}", ext) for ext in
                                     paths.FIGURE_FORMATS] for number in (1, 2)}
 GLOBAL_TABLES = [paths.METRICS_TABLE, paths.SUMMARY, paths.SUMMARY_CSV, paths.CHECKPOINTS_TABLE]
-# A model's measured series (`paths.model_table`): its checkpoints, and its random-init baseline where planned
-SERIES = ("checkpoints", RANDOM_INIT)
+CLAIMS_OUTPUTS = (paths.CLAIMS_TABLE, paths.CLAIMS_REPORT)
 
 
 def seed_model(model: str, seed: int) -> str:
@@ -77,13 +78,16 @@ class Analysis:
 
 @dataclass(frozen=True)
 class Deliverable:
-    """A final output a user asks for: a figure, the Rajaee & Pilehvar analysis or every model's tables; its files, the
-    models it needs, and its named target (a rule of the Snakefile: `snakemake figure3`)."""
+    """A final output a user asks for: a figure, the Rajaee & Pilehvar analysis, every model's tables or the claims
+    scorecard; its files, the models it needs, and its named target (a rule of the Snakefile: `snakemake figure3`).
+    A `partial` one is made from the models that can be had and names the others in it (the scorecard: each claim
+    that needs a model that cannot be had is "not measurable"), so no model blocks it."""
 
     name: str
     target: str
     outputs: tuple[str, ...]
     models: tuple[str, ...]
+    partial: bool = False
 
 
 @dataclass
@@ -100,6 +104,7 @@ class Experiment:
     baselines: dict[str, RandomInit] = field(default_factory=dict)
     # models that cannot be had, each with the reason (a --keep-going run drops what needs them: `deliverables`)
     unavailable: dict[str, str] = field(default_factory=dict)
+    claims: list[Group] = field(default_factory=list)  # the scorecard's rows, where the config has `claims:`
 
     def figure(self, name: str) -> Figure:
         return next(figure for figure in self.figures if figure.name == name)
@@ -167,7 +172,8 @@ class Experiment:
 
     def deliverables(self) -> list[Deliverable]:
         """Every final output, planned: each figure (its target the config entry's `target`, else its kind), the
-        Rajaee & Pilehvar tables and figures (`rajaee_pilehvar`), every model's tables in one (`tables`)."""
+        Rajaee & Pilehvar tables and figures (`rajaee_pilehvar`), every model's tables in one (`tables`), the claims
+        scorecard (`claims`)."""
         found = [Deliverable(figure.name, figure.target, tuple(figure.outputs), self.needs(figure.models))
                  for figure in self.figures]
         if self.pairs:
@@ -176,6 +182,9 @@ class Experiment:
             found.append(Deliverable("rajaee_pilehvar", "rajaee_pilehvar", outputs,
                                      self.needs(job.model for job in self.analyses)))
         found.append(Deliverable("tables", "tables", tuple(GLOBAL_TABLES), tuple(self.checkpoints)))
+        if self.claims:
+            models = self.needs(model for group in self.claims for model in group.models)
+            found.append(Deliverable("claims", "claims", CLAIMS_OUTPUTS, models, partial=True))
         return found
 
     def needs(self, models) -> tuple[str, ...]:
@@ -186,8 +195,14 @@ class Experiment:
         return tuple(found)
 
     def blocked_by(self, deliverable: Deliverable) -> list[str]:
-        """Its models that cannot be had (`unavailable`)."""
-        return [model for model in deliverable.models if model in self.unavailable]
+        """Its models that cannot be had (`unavailable`); none for a partial deliverable, made without them."""
+        return [model for model in deliverable.models if model in self.unavailable and not deliverable.partial]
+
+    def claim_inputs(self) -> list[str]:
+        """The files the claims scorecard reads (`claims.catalogue.Group.files`), less those of models that cannot be
+        had: its rows that need them say so."""
+        return list(dict.fromkeys(path for group in self.claims for models, path in group.files.values()
+                                  if not any(model in self.unavailable for model in models)))
 
     def targets(self) -> list[str]:
         """Every final output that can be made: the outputs of every deliverable not blocked by a model that cannot
@@ -240,6 +255,8 @@ def plan(config: dict) -> Experiment:
                                     for model in section["sentence_tuned"]]
         experiment.training_data = list(dict.fromkeys(entry["finetune"]["data"] for entry in config["models"].values()
                                                       if "finetune" in entry))
+    if "claims" in config:
+        experiment.claims = plan_claims(experiment, config)
     return experiment
 
 

@@ -18,7 +18,7 @@ def drop_unavailable(experiment: Experiment, problems: dict[str, Exception]) -> 
     and say which, one line per model."""
     experiment.unavailable = {model: str(error) for model, error in problems.items()}
     for model, reason in experiment.unavailable.items():
-        dropped = [d.name for d in experiment.deliverables() if model in d.models]
+        dropped = [d.name for d in experiment.deliverables() if model in experiment.blocked_by(d)]
         print(f"model {model!r} cannot be had: {reason}; with --keep-going, the run leaves out {', '.join(dropped)}",
               file=sys.stderr)
 

@@ -114,6 +114,8 @@ def _mean_std(mean: float, std: float | None, spec: str) -> str:
     return f"{mean:{spec}}" if std is None or pd.isna(std) else f"{mean:{spec}} ± {std:{spec}}"
 
 
-def document(*sections: str) -> str:
-    return f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{escape(CITATION)}: Tables 1-2</title>" \
-        f"<style>{STYLE}</style></head><body>\n" + "\n".join(sections) + "\n</body></html>\n"
+def document(*sections: str, title: str = f"{CITATION}: Tables 1-2", style: str = "") -> str:
+    """An HTML page of `sections` in the report's table style, with `style` added (the claims page uses it too)."""
+    return f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{escape(title)}</title>" \
+        f"<style>{' '.join(filter(None, (STYLE, style)))}</style></head><body>\n" + "\n".join(sections) + \
+        "\n</body></html>\n"

@@ -32,6 +32,8 @@ from shape_of_learning.models.schedules import log_then_linear
 
 SOURCES = ("hub_id", "path", "package", "train", "finetune")
 RANDOM_INIT = "random-init"  # the name of every `RandomInit` checkpoint
+# A model's measured series (`paths.model_table`): its checkpoints, and its random-init baseline where planned
+SERIES = ("checkpoints", RANDOM_INIT)
 SAFE_NAME = re.compile(r"[A-Za-z0-9._-]+")
 # step1000, global_step1000, step-1431k-3T (TinyLlama, thousands), step20000-tokens84B (OLMo)
 _STEP_IN_NAME = re.compile(r"step[-_]?(\d+)(k?)(?![0-9A-Za-z])", re.IGNORECASE)

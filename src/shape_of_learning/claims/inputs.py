@@ -1,0 +1,113 @@
+"""What a claim reads: the files of its group (`catalogue.Group.files`), read from the run's folder once per
+scorecard, and the rows it judges, chosen as the figures choose theirs (shape_of_learning.figures.rows): the final
+checkpoint, the training checkpoints' layer average, the initialisation. A checkpoint that is not its step's model
+(its health) never enters a claim, whatever `figures.flagged` draws.
+
+Anything that keeps a claim from being judged raises `NotMeasurable` with the reason: a model that cannot be had, a
+file missing (a partial run), a metric not measured, too few checkpoints, one batch or one seed (no spread to
+measure a margin in).
+"""
+
+import functools
+from pathlib import Path
+
+import pandas as pd
+
+from shape_of_learning.claims.predicates import NotMeasurable
+from shape_of_learning.figures.rows import (apply_health, final_checkpoints, initial_checkpoints, layer_average, select,
+                                            training_checkpoints)
+
+OMIT = "omit"  # checkpoints that are not their step's model are left out of every claim (figures.rows.apply_health)
+ONE_BATCH = ("one batch per layer (metrics.batches: 1) gives no batch-to-batch std to measure a margin in; measure "
+             "two or more")
+ONE_SEED = ("one seed (finetuning.seeds) gives no std over seeds to measure a margin in; list two or more seeds")
+
+
+class Reader:
+    """The files of the groups of one scorecard, read from `root` (the workflow's working directory) once each.
+    `unavailable` maps a model that cannot be had (the preflight's) to the reason."""
+
+    def __init__(self, root: Path = Path("."), unavailable: dict[str, str] | None = None):
+        self.root, self.unavailable, self.read = Path(root), unavailable or {}, {}
+
+    def frame(self, group, name: str) -> pd.DataFrame:
+        """The file `name` of `group` (`Group.files`), or NotMeasurable naming the model that cannot be had or the
+        file that is missing."""
+        models, path = group.files[name]
+        if blocked := [model for model in models if model in self.unavailable]:
+            raise NotMeasurable("; ".join(f"{model} cannot be had: {self.unavailable[model]}" for model in blocked))
+        if path not in self.read:
+            file = self.root / path
+            if not file.is_file():
+                raise NotMeasurable(f"{path} is missing: its jobs have not run, or failed")
+            self.read[path] = pd.read_parquet(file) if file.suffix == ".parquet" else pd.read_csv(file)
+        return self.read[path]
+
+    def summary(self, group, model: str) -> pd.DataFrame:
+        """A model's summary table: its checkpoints', and its random-init baseline's where the group reads one."""
+        names = [name for name in (f"summary:{model}", f"baseline:{model}") if name in group.files]
+        return pd.concat([self.frame(group, name) for name in names], ignore_index=True)
+
+
+class PaperValues:
+    """A reader whose Tables 1-2 of Rajaee & Pilehvar hold the paper's values in place of ours, with no spread (the
+    paper gives one run) and its removal counts, the rows without a paper value left out: a table claim judged on
+    the paper's own numbers."""
+
+    def __init__(self, reader: Reader):
+        self.reader = reader
+
+    def frame(self, group, name: str) -> pd.DataFrame:
+        table = self.reader.frame(group, name).dropna(subset=["paper_performance"])
+        return table.assign(performance=table["paper_performance"], isotropy_u_only=table["paper_isotropy"],
+                            removed=table["paper_removed"], performance_std=0.0, isotropy_u_only_std=0.0)
+
+
+def _refusals_not_measurable(choose):
+    """Rows chosen by shape_of_learning.figures.rows, whose refusals (a metric not measured, no checkpoint that is its
+    step's model, an incomplete layer average) make a claim not measurable rather than fail the scorecard."""
+
+    @functools.wraps(choose)
+    def chosen(*args, **kwargs) -> pd.DataFrame:
+        try:
+            rows = choose(*args, **kwargs)
+        except ValueError as refusal:
+            raise NotMeasurable(str(refusal)) from None
+        if rows["std"].isna().any():
+            raise NotMeasurable(ONE_BATCH)
+        return rows
+
+    return chosen
+
+
+@_refusals_not_measurable
+def final_profile(summary: pd.DataFrame, model: str, metric: str) -> pd.DataFrame:
+    """One row per layer at the model's final checkpoint, as Figure 1 draws it (`rows.final_checkpoints`)."""
+    rows, _ = final_checkpoints(select(summary, [metric], [model]), OMIT)
+    return rows.sort_values("layer", ignore_index=True)
+
+
+@_refusals_not_measurable
+def initial_profile(summary: pd.DataFrame, model: str, metric: str) -> pd.DataFrame:
+    """One row per layer at the model's initialisation: its step-0 checkpoint, else its random-init baseline
+    (`rows.initial_checkpoints`)."""
+    return initial_checkpoints(select(summary, [metric], [model], baselines=True)).sort_values("layer",
+                                                                                               ignore_index=True)
+
+
+@_refusals_not_measurable
+def training_series(summary: pd.DataFrame, model: str, metric: str, layer_average_over: dict) -> pd.DataFrame:
+    """One row per training checkpoint: the mean over layers of the per-layer mean and std, as Figures 4-5 draw it
+    (`rows.layer_average`, with figures.layer_average)."""
+    rows, _ = apply_health(select(summary, [metric], [model]), OMIT)
+    return layer_average(training_checkpoints(rows), **layer_average_over).sort_values("step", ignore_index=True)
+
+
+def losses(health: pd.DataFrame, since: float) -> pd.DataFrame:
+    """The training checkpoints from step `since` on whose loss was measured and who are their step's model, each
+    group of checkpoints that are one model once (`drawn_as`), in step order."""
+    if health["loss"].isna().all():
+        notes = sorted(set(health["loss_note"].dropna())) or ["none recorded"]
+        raise NotMeasurable(f"no loss at any checkpoint ({'; '.join(notes)})")
+    kept = (health["step"] >= since) & health["loss"].notna() & health["health"].isna() & health["drawn_as"].isna()
+    return health[kept].sort_values("step", ignore_index=True)
