@@ -1,5 +1,7 @@
 # Corpus: obtain and verify the Wikipedia dump, strip the markup, and sample the text windows every model shares;
 # sample and verify the image and audio files that vision and speech models share.
+# On a cluster every corpus job runs on the submit host (`localrule`): a download, where only it may reach the
+# network, and at most about a minute of one core at the paper's scale, less than one job's queueing (docs/cluster.md).
 
 
 rule obtain_corpus:
@@ -7,6 +9,7 @@ rule obtain_corpus:
         paths.raw_corpus(CORPUS),
     params:
         settings=result_settings(config["corpus"], "corpus"),
+    localrule: True
     log:
         paths.log("obtain_corpus"),
     benchmark:
@@ -23,6 +26,7 @@ rule clean_corpus:
     output:
         text=paths.clean_corpus(CORPUS),
         stats=paths.clean_stats(CORPUS),
+    localrule: True
     log:
         paths.log("clean_corpus"),
     benchmark:
@@ -40,6 +44,7 @@ rule sample_windows:
         paths.windows(CORPUS),
     params:
         settings=result_settings(config["windows"], "windows"),
+    localrule: True
     log:
         paths.log("sample_windows"),
     conda:
@@ -56,6 +61,7 @@ rule sample_media:
     params:
         settings=lambda wildcards: result_settings(config[f"{wildcards.modality}_corpus"],
                                                     f"{wildcards.modality}_corpus"),
+    localrule: True
     log:
         paths.log("sample_media", "{corpus}/{modality}"),
     benchmark:

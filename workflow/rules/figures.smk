@@ -1,5 +1,6 @@
 # Figures: one job per planned figure (EXPERIMENT.figures); each reads only its own models' summary tables (or their
 # health tables), never recomputes a metric. Kinds, captions and labels: shape_of_learning.figures.kinds.FIGURE_KINDS.
+# On a cluster a figure is drawn on the submit host (`localrule`): seconds of matplotlib, less than one job's queueing.
 import re
 
 
@@ -14,6 +15,7 @@ rule plot_figure:
         figure="|".join(re.escape(figure.name) for figure in EXPERIMENT.figures),
     params:
         figure=lambda wildcards: EXPERIMENT.figure(wildcards.figure),
+    localrule: True
     log:
         paths.log("plot_figure", "{figure}"),
     conda:

@@ -108,6 +108,7 @@ rule plot_rajaee_pilehvar_figure1:
         pdf=RAJAEE_PILEHVAR_FIGURES[1][1],
     params:
         analyses=EXPERIMENT.figure_analyses,
+    localrule: True
     log:
         paths.log("plot_rajaee_pilehvar_figure1"),
     conda:
@@ -129,6 +130,7 @@ rule plot_rajaee_pilehvar_figure2:
         analyses=EXPERIMENT.view_analyses,
         pairs=EXPERIMENT.pairs,
         checkpoints=[EXPERIMENT.last_checkpoint(pair.pretrained) for pair in EXPERIMENT.pairs],
+    localrule: True
     log:
         paths.log("plot_rajaee_pilehvar_figure2"),
     conda:
