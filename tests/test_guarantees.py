@@ -115,6 +115,7 @@ def test_cluster_profile_is_not_capped_by_the_workstation_profile():
         for rule, resources in cluster["set-resources"].items()}
     assert args.executor == "slurm"
     assert "gpu" not in args.resources or args.set_resource_scopes.get("gpu") == "local"
+    assert args.config == [f"scratch={cluster['config']['scratch']}"]  # shards on the node's disk (cluster.md)
 
 
 # --- settings that cannot / can change results --------------------------------------------------------------------
@@ -123,6 +124,7 @@ def test_settings_that_cannot_change_results_rerun_nothing(finished, tmp_path):
     def change(config):
         config["metrics"]["device"] = "cpu"
         config["extraction"].update(device="cpu", keep_embeddings=False, evict_weights=True)
+        config["scratch"] = "/tmp"  # where temporary shards go: a node's own disk on a cluster
         config["models"]["minilm"]["batch_size"] = 3  # windows per forward pass
         config["models"]["minilm"]["text_unit"] = "character"  # read by the modality figure only
     threads = ["--set-threads", "extract_hidden_states=2", "measure_layers=2"]
