@@ -130,7 +130,7 @@ rule plot_rajaee_pilehvar_figure2:
         analyses=EXPERIMENT.view_analyses,
         pairs=EXPERIMENT.pairs,
         checkpoints=[EXPERIMENT.last_checkpoint(pair.pretrained) for pair in EXPERIMENT.pairs],
-    localrule: True
+    # not a localrule: it tokenizes the clean corpus once per pair, minutes of a core on enwik8 (docs/cluster.md)
     log:
         paths.log("plot_rajaee_pilehvar_figure2"),
     conda:
