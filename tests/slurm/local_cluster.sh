@@ -1,14 +1,12 @@
 #!/usr/bin/env bash
 # A one-node SLURM cluster on this machine (Debian's slurm-wlm + munge), with two fake GPUs so `--gpus=1` jobs
 # schedule, two at once, and a disk of its own for scratch (a tmpfs: not the working directory's filesystem).
-# Usage: local_cluster.sh start | stop | scratch (prints the scratch folder) | node (prints the node's CPUs and GPUs).
-# Needs root. Facts and pitfalls: docs/cluster.md.
+# Usage: local_cluster.sh start | stop | scratch (prints the scratch folder). Needs root. Facts and pitfalls:
+# docs/cluster.md.
 set -euo pipefail
 STATE=${SLURM_LOCAL_STATE:-/tmp/slurm-local}
 CONF_DIR=$STATE/etc
 SCRATCH=$STATE/node-scratch
-CPUS=$(( $(nproc) > 4 ? $(nproc) : 4 ))  # declared, not real (config_overrides): two GPU jobs fit beside a CPU job
-GPUS=2
 
 install() {
     command -v slurmctld >/dev/null && command -v munged >/dev/null && return
@@ -17,12 +15,15 @@ install() {
 }
 
 write_config() {
-    local host mem
+    local host cpus mem
     host=$(hostname -s)
+    # Declared, not real (config_overrides): two grouped GPU jobs (tests/slurm/profile's `cores: 2` each) fit beside
+    # a two-thread CPU job.
+    cpus=$(( $(nproc) > 6 ? $(nproc) : 6 ))
     mem=$(( $(awk '/MemTotal/ {print int($2 / 1024)}' /proc/meminfo) * 8 / 10 ))
     mkdir -p "$CONF_DIR" "$STATE/spool/ctld" "$STATE/spool/d" "$STATE/log"
     # A GPU generic resource must be backed by a character device: /dev/null's numbers stand in for it.
-    for gpu in $(seq 0 $(( GPUS - 1 ))); do [ -e "$STATE/fakegpu$gpu" ] || mknod "$STATE/fakegpu$gpu" c 1 3; done
+    for gpu in 0 1; do [ -e "$STATE/fakegpu$gpu" ] || mknod "$STATE/fakegpu$gpu" c 1 3; done
     cat > "$CONF_DIR/slurm.conf" <<CONF
 ClusterName=local
 SlurmctldHost=$host
@@ -46,11 +47,11 @@ SlurmdParameters=config_overrides
 SchedulerType=sched/builtin
 SchedulerParameters=sched_interval=2
 GresTypes=gpu
-NodeName=$host CPUs=$CPUS RealMemory=$mem Gres=gpu:$GPUS State=UNKNOWN
+NodeName=$host CPUs=$cpus RealMemory=$mem Gres=gpu:2 State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
 PartitionName=gpu Nodes=$host MaxTime=INFINITE State=UP
 CONF
-    echo "NodeName=$host Name=gpu File=$STATE/fakegpu[0-$(( GPUS - 1 ))]" > "$CONF_DIR/gres.conf"
+    echo "NodeName=$host Name=gpu File=$STATE/fakegpu[0-1]" > "$CONF_DIR/gres.conf"
     # The jobstep plugin drops SLURM_CONF before its inner srun: the config must sit at the default path.
     mkdir -p /etc/slurm
     ln -sf "$CONF_DIR/slurm.conf" /etc/slurm/slurm.conf
@@ -101,8 +102,4 @@ scratch() {
     echo "$SCRATCH"
 }
 
-node() {  # what the node offers: a local run with the same limits compares like with like
-    echo "$CPUS $GPUS"
-}
-
-"${1:?usage: $0 start|stop|scratch|node}"
+"${1:?usage: $0 start|stop|scratch}"

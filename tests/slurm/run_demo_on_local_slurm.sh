@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # What a cluster costs on this machine, side by side: runs a preset (PRESET: config files, merged in order; default the
-# demo with the CI overlay: the demo's DAG, smaller) locally with the cluster node's CPUs and GPUs, then starts a
+# demo with the CI overlay: the demo's DAG, smaller) locally on this machine's cores, as a user would, then starts a
 # one-node SLURM cluster here (tests/slurm/local_cluster.sh: two fake GPUs, a disk of its own for scratch) and submits
-# the same DAG through profiles/slurm exactly as a user does, and prints both wall times, their ratio and the SLURM
-# submissions. It checks every output, that two GPU jobs ran at once (profiles/default's workstation limit must not
-# cap a cluster), and that every checkpoint's shards were written to the node's scratch and none was left behind; it
-# stops the daemons it started. Run as root from the repository root: `make slurm-test`, or
-# `make slurm-test PRESET=presets/demo.yaml`.
+# the same DAG through profiles/slurm exactly as a user does. It prints both wall times, their ratio, the SLURM
+# submissions and where those jobs spent their time (tests/slurm/slurm_times.py); it checks every output, that two GPU
+# jobs ran at once (profiles/default's workstation limit must not cap a cluster), and that every checkpoint's shards
+# were written to the node's scratch and none was left behind; it stops the daemons it started.
+# Run as root from the repository root: `make slurm-test`, or `make slurm-test PRESET=presets/demo.yaml`.
 set -euo pipefail
 repo=$(pwd)
 label=${PRESET:-presets/demo.yaml presets/ci.yaml}
 read -ra presets <<< "$label"
 presets=($(realpath "${presets[@]}"))
-read -r cpus gpus <<< "$(bash tests/slurm/local_cluster.sh node)"
+cores=$(nproc)
 background=()  # the samplers this script starts, ended when it exits
 trap '[ ${#background[@]} -eq 0 ] || kill "${background[@]}" 2>/dev/null' EXIT
 
@@ -30,12 +30,11 @@ run() {
     load=$(awk '{ s += $1 } END { printf "%.1f", NR ? s / NR : 0 }' "$folder/load.txt")
 }
 
-# 1. The baseline: the same DAG without SLURM, in a folder of its own, with the node's limits (like with like).
+# 1. The baseline: the same DAG without SLURM, in a folder of its own.
 localdir=$(mktemp -d /tmp/slurm-demo-local.XXXXXX)
-run "$localdir" .venv/bin/snakemake --cores "$cpus" --resources gpu="$gpus" --configfile "${presets[@]}" \
-    --directory "$localdir"
-local_s=$seconds local_load=$load
-echo "$label locally (--cores $cpus --resources gpu=$gpus): $local_s s, load average $local_load ($localdir)"
+run "$localdir" .venv/bin/snakemake --cores "$cores" --configfile "${presets[@]}" --directory "$localdir"
+local_s=$seconds
+echo "$label locally (--cores $cores): $local_s s, load average $load ($localdir)"
 
 # 2. The same DAG through SLURM: the user's profile, then only what differs on this one-node test cluster
 # (tests/slurm/profile), and the node's scratch (a --config replaces the profile's, as it does for a user).
@@ -61,6 +60,8 @@ awk -v s="$seconds" -v l="$local_s" -v n="$submissions" -v h="$submit_host" 'BEG
     printf "SLURM / local: %d s / %d s = %.2fx; %d SLURM submissions (%.1f s each beyond the local run), ", s, l, s / l,
         n, n ? (s - l) / n : 0
     printf "%d jobs on the submit host\n", h }'
+.venv/bin/python tests/slurm/slurm_times.py "$(scontrol show config | awk '/^SlurmctldLogFile/ {print $3}')" \
+    "$workdir/snakemake.out"
 
 # At some second, two jobs holding a GPU each were running: the cluster was not capped at one GPU job.
 most=$(sort -k2,2n "$workdir/gpu_jobs_running.txt" | tail -1 | cut -d' ' -f2)
