@@ -40,7 +40,7 @@ report: $(BIN)/snakemake  ## the demo's report, in its results folder
 	report=$$($(BIN)/python -m shape_of_learning path REPORT presets/demo.yaml) && \
 	$(BIN)/snakemake --cores 1 --configfile presets/demo.yaml --report $$report
 
-slurm-test: $(BIN)/snakemake  ## a one-node SLURM cluster on this machine, the demo with the CI overlay (PRESET=...) through profiles/slurm
+slurm-test: $(BIN)/snakemake  ## the demo (CI overlay; PRESET=...) locally, then on a one-node SLURM cluster here: the ratio
 	bash tests/slurm/run_demo_on_local_slurm.sh
 
 clean:

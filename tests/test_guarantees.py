@@ -115,6 +115,7 @@ def test_cluster_profile_is_not_capped_by_the_workstation_profile():
         for rule, resources in cluster["set-resources"].items()}
     assert args.executor == "slurm"
     assert "gpu" not in args.resources or args.set_resource_scopes.get("gpu") == "local"
+    assert args.config == [f"scratch={cluster['config']['scratch']}"]  # shards on the node's disk (cluster.md)
 
 
 # --- settings that cannot / can change results --------------------------------------------------------------------
@@ -141,6 +142,11 @@ def test_settings_that_cannot_change_results_rerun_nothing(finished, tmp_path):
     ("windows.seed", lambda c: c["windows"].update(seed=1),
      {"sample_windows": 1, "extract_hidden_states": 1, "assess_checkpoints": 1, "measure_layers": 1,
       "tabulate_model_metrics": 1, "tabulate_metrics": 1}),
+    # the shards move to a node's own disk (docs/cluster.md): Snakemake reruns the metrics jobs, whose input path
+    # changed, and so the extraction, whose temporary shards are gone; the results are the same
+    ("scratch", lambda c: (c["extraction"].update(keep_embeddings=False), c.update(scratch="/tmp")),
+     {"extract_hidden_states": 1, "assess_checkpoints": 1, "measure_layers": 1, "tabulate_model_metrics": 1,
+      "tabulate_metrics": 1}),
 ])
 def test_settings_that_change_results_rerun_exactly_the_affected_jobs(finished, tmp_path, setting, change, expected):
     jobs = planned(finished, config=variant(tmp_path, change))

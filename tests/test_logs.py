@@ -2,6 +2,7 @@
 the traceback and ends with the error, which `failure_message` reads back."""
 
 import logging
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from shape_of_learning.logs import failure_message, job_logging
+from shape_of_learning.logs import failure_message, filesystem, job_logging
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 ERROR = "minilm/main: the model has 6 blocks\nbut its config entry says layers: 5; set `layers: 6` for model 'minilm'"
@@ -62,3 +63,16 @@ def test_the_failed_script_prints_no_traceback_of_its_own(tmp_path):
     assert done.returncode == 1
     assert done.stderr.splitlines() == [f"Error in rule pin_checkpoint: {message}", f"(log: {log})"]
     assert failure_message(log) == message
+
+
+def test_a_folder_s_filesystem_is_its_nearest_mount_point_s(tmp_path):
+    """A job logs where it writes (docs/cluster.md): the type of the longest mount point above the folder, whether
+    or not the folder exists yet; a mount point's space is written \\040 in the table."""
+    (tmp_path / "node disk").mkdir()
+    mounts = tmp_path / "mounts"
+    mounts.write_text(f"/dev/vda / ext4 rw 0 0\nscratch {tmp_path}/node\\040disk tmpfs rw 0 0\n"
+                      f"shared {tmp_path}/node nfs4 rw 0 0\n")
+    assert filesystem(tmp_path / "node disk" / "not" / "yet", mounts).startswith(f"tmpfs at {tmp_path}/node disk, ")
+    assert filesystem(tmp_path / "node" / "x", mounts).startswith("ext4 at /, ")  # node/ is no mount of this machine
+    assert filesystem(tmp_path, tmp_path / "no-such-table").startswith("unknown at /, ")
+    assert re.fullmatch(r"ext4 at /, \d+\.\d GB free", filesystem(tmp_path, mounts))

@@ -13,7 +13,7 @@ import yaml
 
 from shape_of_learning import RESULTS_VARIABLE, paths
 from shape_of_learning.experiment import results_root
-from shape_of_learning.experiment.config import ConfigError, load_config, validate_config
+from shape_of_learning.experiment.config import ConfigError, load_config, shards_scratch, validate_config
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "tests" / "presets" / "tiny.yaml"
@@ -67,6 +67,36 @@ def test_a_results_folder_outside_the_working_directory_is_rejected_naming_it(fo
     with pytest.raises(ConfigError, match=rf"config.results: {re.escape(repr(folder))} is not a folder inside the "
                                           r"working directory; give a relative path"):
         validate_config({**config, "results": folder})
+
+
+# --- a checkpoint's shards on a node's own scratch (the config's `scratch`) --------------------------------------
+
+def test_shards_on_scratch_lie_in_a_folder_named_by_the_results_root_s_absolute_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the working directory: where Snakemake plans and its jobs run
+    assert paths.shards("m", "c") == "results/embeddings/m/c"
+    assert paths.shards("m", "c", scratch="/scratch") == f"/scratch{tmp_path}/results/embeddings/m/c"
+    assert paths.shards(scratch="/") == f"{tmp_path}/results/embeddings/{{model}}/{{checkpoint}}"
+
+
+def test_scratch_expands_variables_and_is_ignored_where_shards_are_kept(monkeypatch):
+    monkeypatch.setenv("NODE_DISK", "/local/disk")
+    config = validate_config(load_config(TINY))  # keeps its shards (extraction.keep_embeddings)
+    assert shards_scratch({**config, "scratch": "$NODE_DISK/me/"}) is None
+    config["extraction"]["keep_embeddings"] = False
+    assert shards_scratch({**config, "scratch": "$NODE_DISK/me/"}) == "/local/disk/me"
+    assert shards_scratch({**config, "scratch": "${NODE_DISK}"}) == "/local/disk"
+    assert shards_scratch(config) is None  # no `scratch`: the results folder
+
+
+@pytest.mark.parametrize("folder, message", [
+    ("scratch", r"config.scratch: 'scratch' is not an absolute path; give the node-local folder's absolute path"),
+    ("$NO_SUCH_DISK/x", r"config.scratch: '\$NO_SUCH_DISK/x' names NO_SUCH_DISK, not set in this environment"),
+])
+def test_a_scratch_that_is_no_node_folder_is_rejected_naming_it(folder, message):
+    config = load_config(TINY)
+    config["extraction"]["keep_embeddings"] = False
+    with pytest.raises(ConfigError, match=message):
+        validate_config({**config, "scratch": folder})
 
 
 # --- the CLI reads the config's root -------------------------------------------------------------------------------

@@ -127,6 +127,19 @@ def test_layers_per_job_batches_consecutive_layers_into_one_metrics_job(tmp_path
     assert [list(layers_in_group(g)) for g in ("0-2", "6")] == [[0, 1, 2], [6]]
 
 
+def test_with_scratch_a_checkpoint_s_shards_are_node_local_and_its_metrics_read_them_there(tmp_path):
+    """`scratch` (profiles/slurm's) puts the shards on a node's own disk, flagged group-local: Snakemake runs the
+    extraction and its metrics jobs as one cluster job and never looks for them from the submit host."""
+    metrics = "results/metrics/all-MiniLM-L6-v2/main/layer_0-6.parquet"
+    out = snakemake("-n", metrics, "--configfile", str(REPO / "presets/demo.yaml"), "--config",
+                    f"scratch={tmp_path}/node/", workdir=tmp_path).stdout
+    shards = f"{tmp_path}/node{tmp_path}/results/embeddings/all-MiniLM-L6-v2/main"
+    extraction, measure = (re.search(rf"rule {rule}:\n(.*?)\n\n", out, flags=re.DOTALL)[1]
+                           for rule in ("extract_hidden_states", "measure_layers"))
+    assert f"output: {shards} (nodelocal), results/manifests/all-MiniLM-L6-v2/main.json" in extraction
+    assert f"input: {shards}, results/manifests/all-MiniLM-L6-v2/main.json" in measure
+
+
 def test_adding_a_model_entry_adds_exactly_its_jobs(tmp_path):
     config = yaml.safe_load((REPO / "presets/demo.yaml").read_text())
     before = planned_jobs(tmp_path, write_config(config, tmp_path / "before.yaml"))

@@ -1,9 +1,11 @@
-"""What every Snakemake rule script shares: logging to the rule's `log:` file, and thread limits."""
+"""What every Snakemake rule script shares: logging to the rule's `log:` file, thread limits, and where a job writes."""
 
 import contextlib
 import logging
 import os
+import re
 import sys
+from pathlib import Path
 
 FAILED = "job failed: "  # begins the last line of a failed job's log; `failure_message` reads what follows
 _TAIL_BYTES = 1 << 16  # of a log read by `failure_message`: its last line, whatever the progress bars above it
@@ -50,3 +52,27 @@ def failure_message(log_path) -> str | None:
         return None
     last = tail.rstrip("\n").rpartition("\n")[2]
     return last.removeprefix(FAILED) if last.startswith(FAILED) else None
+
+
+def filesystem(path, mounts: str = "/proc/mounts") -> str:
+    """The filesystem `path` lies on (its nearest existing folder), for a log: "tmpfs at /scratch, 12.3 GB free".
+    A cluster job logs where it writes its temporary files, so that a run shows they stayed on the node's own disk
+    (docs/cluster.md). The type is that of the longest mount point above the path in `mounts` (Linux's table);
+    "unknown" where there is none."""
+    folder = Path(path).resolve()
+    while not folder.exists():
+        folder = folder.parent
+    best, kind = Path("/"), "unknown"
+    try:
+        table = Path(mounts).read_text().splitlines()
+    except OSError:
+        table = []
+    for line in table:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = Path(re.sub(r"\\([0-7]{3})", lambda code: chr(int(code[1], 8)), fields[1]))  # a space is \040
+        if folder.is_relative_to(point) and len(point.parts) >= len(best.parts):
+            best, kind = point, fields[2]
+    free = os.statvfs(folder)
+    return f"{kind} at {best}, {free.f_bavail * free.f_frsize / 1e9:.1f} GB free"

@@ -78,8 +78,12 @@ def lock(model: str = "{model}", checkpoint: str = "{checkpoint}") -> str:
 
 
 # Extraction: one shard per layer (temporary unless extraction.keep_embeddings) and the job's manifest.
-def shards(model: str = "{model}", checkpoint: str = "{checkpoint}") -> str:
-    return f"{RESULTS}/embeddings/{model}/{checkpoint}"
+def shards(model: str = "{model}", checkpoint: str = "{checkpoint}", scratch: str | None = None) -> str:
+    """A checkpoint's shards: in the results root, or on a node-local `scratch` folder (the config's, expanded:
+    experiment.config.shards_scratch) in a folder named after the results root's absolute path, so that the runs of
+    two roots never share one."""
+    root = RESULTS if scratch is None else f"{scratch.rstrip('/')}/{os.path.abspath(RESULTS).lstrip('/')}"
+    return f"{root}/embeddings/{model}/{checkpoint}"
 
 
 def shard(model: str = "{model}", checkpoint: str = "{checkpoint}", layer: int | str = "{layer}") -> str:

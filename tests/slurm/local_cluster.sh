@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # A one-node SLURM cluster on this machine (Debian's slurm-wlm + munge), with two fake GPUs so `--gpus=1` jobs
-# schedule, two at once. Usage: local_cluster.sh start | stop.  Needs root. Facts and pitfalls: docs/cluster.md.
+# schedule, two at once, and a disk of its own for scratch (a tmpfs: not the working directory's filesystem).
+# Usage: local_cluster.sh start | stop | scratch (prints the scratch folder). Needs root. Facts and pitfalls:
+# docs/cluster.md.
 set -euo pipefail
 STATE=${SLURM_LOCAL_STATE:-/tmp/slurm-local}
 CONF_DIR=$STATE/etc
+SCRATCH=$STATE/node-scratch
 
 install() {
     command -v slurmctld >/dev/null && command -v munged >/dev/null && return
@@ -14,7 +17,9 @@ install() {
 write_config() {
     local host cpus mem
     host=$(hostname -s)
-    cpus=$(( $(nproc) > 4 ? $(nproc) : 4 ))  # declared, not real (config_overrides): two GPU jobs fit beside a CPU job
+    # Declared, not real (config_overrides): two grouped GPU jobs (tests/slurm/profile's `cores: 2` each) fit beside
+    # a two-thread CPU job.
+    cpus=$(( $(nproc) > 6 ? $(nproc) : 6 ))
     mem=$(( $(awk '/MemTotal/ {print int($2 / 1024)}' /proc/meminfo) * 8 / 10 ))
     mkdir -p "$CONF_DIR" "$STATE/spool/ctld" "$STATE/spool/d" "$STATE/log"
     # A GPU generic resource must be backed by a character device: /dev/null's numbers stand in for it.
@@ -65,6 +70,11 @@ start() {
         runuser -u munge -- /usr/sbin/munged --pid-file=/run/munge/munged.pid
         cp /run/munge/munged.pid "$STATE/munged.pid"
     fi
+    mkdir -p "$SCRATCH"
+    if ! mountpoint -q "$SCRATCH"; then  # remember a mount we make, so that stop undoes ours and no other
+        mount -t tmpfs -o size=4g,mode=1777 node-scratch "$SCRATCH"
+        touch "$STATE/scratch.mounted"
+    fi
     /usr/sbin/slurmctld
     /usr/sbin/slurmd
     for _ in $(seq 60); do
@@ -80,6 +90,7 @@ stop() {
     for pidfile in "$STATE/slurmd.pid" "$STATE/slurmctld.pid" "$STATE/munged.pid"; do
         [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null && rm -f "$pidfile"
     done
+    [ -f "$STATE/scratch.mounted" ] && umount "$SCRATCH" && rm -f "$STATE/scratch.mounted"
     # With the config left in place, every later `import snakemake` (its SLURM plugin) waits ~10 s for a controller.
     for link in /etc/slurm/slurm.conf /etc/slurm/gres.conf; do
         [ "$(readlink "$link")" = "$CONF_DIR/$(basename "$link")" ] && rm -f "$link"
@@ -87,4 +98,8 @@ stop() {
     return 0
 }
 
-"${1:?usage: $0 start|stop}"
+scratch() {
+    echo "$SCRATCH"
+}
+
+"${1:?usage: $0 start|stop|scratch}"

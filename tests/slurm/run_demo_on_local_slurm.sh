@@ -1,31 +1,79 @@
 #!/usr/bin/env bash
-# Starts a one-node SLURM cluster on this machine (two fake GPUs), submits a preset (PRESET: config files, merged in
-# order; default the demo with the CI overlay: the demo's DAG, smaller) through profiles/slurm exactly as a user does,
-# checks every output and that two GPU jobs ran at once (profiles/default's workstation limit must not cap a
-# cluster), and stops the daemons it started.
+# What a cluster costs on this machine, side by side: runs a preset (PRESET: config files, merged in order; default the
+# demo with the CI overlay: the demo's DAG, smaller) locally on this machine's cores, as a user would, then starts a
+# one-node SLURM cluster here (tests/slurm/local_cluster.sh: two fake GPUs, a disk of its own for scratch) and submits
+# the same DAG through profiles/slurm exactly as a user does. It prints both wall times, their ratio, the SLURM
+# submissions and where those jobs spent their time (tests/slurm/slurm_times.py); it checks every output, that two GPU
+# jobs ran at once (profiles/default's workstation limit must not cap a cluster), and that every checkpoint's shards
+# were written to the node's scratch and none was left behind; it stops the daemons it started.
 # Run as root from the repository root: `make slurm-test`, or `make slurm-test PRESET=presets/demo.yaml`.
 set -euo pipefail
 repo=$(pwd)
-read -ra presets <<< "${PRESET:-presets/demo.yaml presets/ci.yaml}"
+label=${PRESET:-presets/demo.yaml presets/ci.yaml}
+read -ra presets <<< "$label"
 presets=($(realpath "${presets[@]}"))
-workdir=$(mktemp -d /tmp/slurm-demo.XXXXXX)
-bash tests/slurm/local_cluster.sh start
-watcher=
-trap '[ -n "$watcher" ] && kill "$watcher" 2>/dev/null; bash "$repo/tests/slurm/local_cluster.sh" stop' EXIT
+cores=$(nproc)
+background=()  # the samplers this script starts, ended when it exits
+trap '[ ${#background[@]} -eq 0 ] || kill "${background[@]}" 2>/dev/null' EXIT
 
+# A run's output goes to a file in its folder (a failed run shows its end), and the machine's 1-minute load average,
+# every 5 s while it lasts, to another: the machine is shared, and others' work shows there.
+run() {
+    local folder=$1; shift
+    ( while sleep 5; do cut -d' ' -f1 /proc/loadavg; done ) > "$folder/load.txt" &
+    background+=($!)
+    start=$(date +%s)
+    "$@" > "$folder/snakemake.out" 2>&1 || {
+        tail -n 60 "$folder/snakemake.out" >&2; echo "FAIL: $* (whole output: $folder/snakemake.out)" >&2; exit 1; }
+    seconds=$(( $(date +%s) - start ))
+    kill "${background[-1]}"
+    load=$(awk '{ s += $1 } END { printf "%.1f", NR ? s / NR : 0 }' "$folder/load.txt")
+}
+
+# 1. The baseline: the same DAG without SLURM, in a folder of its own.
+localdir=$(mktemp -d /tmp/slurm-demo-local.XXXXXX)
+run "$localdir" .venv/bin/snakemake --cores "$cores" --configfile "${presets[@]}" --directory "$localdir"
+local_s=$seconds
+echo "$label locally (--cores $cores): $local_s s, load average $load ($localdir)"
+
+# 2. The same DAG through SLURM: the user's profile, then only what differs on this one-node test cluster
+# (tests/slurm/profile), and the node's scratch (a --config replaces the profile's, as it does for a user).
+workdir=$(mktemp -d /tmp/slurm-demo.XXXXXX)
+bash tests/slurm/local_cluster.sh start  # refuses, and this script stops nothing, where a SLURM daemon already runs
+trap '[ ${#background[@]} -eq 0 ] || kill "${background[@]}" 2>/dev/null
+      bash "$repo/tests/slurm/local_cluster.sh" stop' EXIT
+scratch=$(bash tests/slurm/local_cluster.sh scratch)
 # Once a second: the number of running jobs that hold a GPU (SLURM 22.05's squeue cannot show it; scontrol can).
 ( while sleep 1; do
     echo "$(date +%s) $(scontrol -o show job 2>/dev/null | grep JobState=RUNNING | grep -c TresPerJob=gres:gpu)"
   done ) > "$workdir/gpu_jobs_running.txt" &
-watcher=$!
-
-start=$(date +%s)
-# The user's profile, then only what differs on this one-node test cluster (tests/slurm/profile).
-.venv/bin/snakemake --profile profiles/slurm --profile tests/slurm/profile --configfile "${presets[@]}" --directory "$workdir"
-echo "${PRESET:-presets/demo.yaml presets/ci.yaml} through SLURM: $(( $(date +%s) - start )) s"
+background+=($!)
+run "$workdir" .venv/bin/snakemake --profile profiles/slurm --profile tests/slurm/profile \
+    --configfile "${presets[@]}" --config scratch="$scratch" --directory "$workdir"
+echo "$label through SLURM: $seconds s, load average $load ($workdir)"
 .venv/bin/python -m shape_of_learning verify "${presets[@]}" --directory "$workdir"
+
+# What the cluster cost: the ratio, and the submissions that paid its per-job overhead (Snakemake's output).
+submissions=$(grep -c "has been submitted with SLURM jobid" "$workdir/snakemake.out" || true)
+submit_host=$(grep -c "^localrule " "$workdir/snakemake.out" || true)
+awk -v s="$seconds" -v l="$local_s" -v n="$submissions" -v h="$submit_host" 'BEGIN {
+    printf "SLURM / local: %d s / %d s = %.2fx; %d SLURM submissions (%.1f s each beyond the local run), ", s, l, s / l,
+        n, n ? (s - l) / n : 0
+    printf "%d jobs on the submit host\n", h }'
+.venv/bin/python tests/slurm/slurm_times.py "$(scontrol show config | awk '/^SlurmctldLogFile/ {print $3}')" \
+    "$workdir/snakemake.out"
 
 # At some second, two jobs holding a GPU each were running: the cluster was not capped at one GPU job.
 most=$(sort -k2,2n "$workdir/gpu_jobs_running.txt" | tail -1 | cut -d' ' -f2)
 echo "GPU jobs running at once: at most ${most:-0} (per second: $workdir/gpu_jobs_running.txt)"
 [ "${most:-0}" -ge 2 ] || { echo "FAIL: never two GPU jobs at once" >&2; exit 1; }
+
+# Where each checkpoint's shards were written: its extraction log names the folder and its filesystem
+# (shape_of_learning.logs.filesystem). All on the node's scratch, none left there, none in the working directory.
+placed=$(grep -h -o "shards in .*" "$workdir"/logs/extract_hidden_states/*/*.log)
+echo "shards of $(wc -l <<< "$placed") extractions, e.g. $(head -1 <<< "$placed")"
+elsewhere=$(grep -v "^shards in $scratch/.*: tmpfs at $scratch," <<< "$placed" || true)
+[ -z "$elsewhere" ] || { echo "FAIL: shards not on the node's scratch $scratch:"$'\n'"$elsewhere" >&2; exit 1; }
+left=$(find "$scratch" "$workdir" -path '*/embeddings/*' -name '*.parquet' | head -3)
+[ -z "$left" ] || { echo "FAIL: shards left behind, e.g.:"$'\n'"$left" >&2; exit 1; }
+echo "every checkpoint's shards on the node's scratch ($scratch, tmpfs), none left behind"

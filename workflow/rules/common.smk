@@ -5,7 +5,7 @@
 import time
 
 from shape_of_learning.experiment import results_root
-from shape_of_learning.experiment.config import read_config_file, result_settings, validate_config
+from shape_of_learning.experiment.config import read_config_file, result_settings, shards_scratch, validate_config
 
 CONFIG_FILES = workflow.config_settings.configfiles or [Path(workflow.basedir) / "config.yaml"]
 for config_file in CONFIG_FILES:
@@ -98,9 +98,18 @@ def last_pin(model):
     return paths.lock(model, EXPERIMENT.last_checkpoint(model).name)
 
 
-def shards_dir(path):
-    """Hidden-state shards are temporary unless extraction.keep_embeddings: at the paper's scale they are terabytes."""
-    return path if config["extraction"]["keep_embeddings"] else temp(path)
+# A checkpoint's shards: extraction writes them, its metrics jobs read them.
+SCRATCH = shards_scratch(config)
+SHARDS = paths.shards(scratch=SCRATCH)
+
+
+def shards_output():
+    """Hidden-state shards are temporary unless extraction.keep_embeddings: at the paper's scale they are terabytes.
+    On a node-local `scratch` they are group-local too (`group_jobs`): Snakemake runs a checkpoint's extraction and
+    its metrics jobs as one job on one node, and its main process never looks for them (docs/cluster.md)."""
+    if config["extraction"]["keep_embeddings"]:
+        return directory(SHARDS)
+    return temp(directory(SHARDS), group_jobs=SCRATCH is not None)
 
 
 def finetuning_data(wildcards):

@@ -7,7 +7,7 @@ rule extract_hidden_states:
         pin=paths.lock(),
         trained=trained_model_dir,
     output:
-        shards=shards_dir(directory(paths.shards())),
+        shards=shards_output(),
         manifest=paths.manifest(),
     params:
         checkpoint=lambda wildcards: EXPERIMENT.checkpoint(wildcards.model, wildcards.checkpoint),

@@ -4,7 +4,7 @@
 
 rule measure_layers:
     input:
-        shards=paths.shards(),
+        shards=SHARDS,
         manifest=paths.manifest(),
     output:
         paths.layer_metrics(),

@@ -1,10 +1,11 @@
 import json
+import logging
 from pathlib import Path
 
 from shape_of_learning.corpus import read_windows
 from shape_of_learning.corpus.media import read_media
 from shape_of_learning.extraction.hidden_states import extract
-from shape_of_learning.logs import job_logging
+from shape_of_learning.logs import filesystem, job_logging
 from shape_of_learning.models.hf_cache import evict_weights
 from shape_of_learning.models.pinning import read_lock
 
@@ -12,6 +13,9 @@ with job_logging(snakemake):
     entry = snakemake.config["models"][snakemake.wildcards.model]
     options = snakemake.config["extraction"]
     corpus = Path(snakemake.input.corpus)
+    # where the shards go: on a cluster, the node's own disk where the config has `scratch` (docs/cluster.md)
+    logging.getLogger("shape_of_learning").info("shards in %s: %s", snakemake.output.shards,
+                                                filesystem(snakemake.output.shards))
     manifest = extract(
         snakemake.params.checkpoint,
         entry,

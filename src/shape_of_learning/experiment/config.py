@@ -10,6 +10,8 @@ job's params, so changing it reruns nothing. Rule scripts read every setting fro
 
 import functools
 import json
+import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -55,6 +57,7 @@ def validate_config(config: dict) -> dict:
             _validate(entry, files[MODEL_SCHEMA], f"models.{name}")
     _check_metric_settings(config["metrics"])
     _check_results(config.get(results_root.KEY))
+    shards_scratch(config)
     return config
 
 
@@ -159,6 +162,23 @@ def _check_results(folder: str | None) -> None:
     if folder is not None and (folder.startswith("/") or {"", ".", ".."} & set(folder.split("/"))):
         raise ConfigError(f"config.{results_root.KEY}: {folder!r} is not a folder inside the working directory; give a "
                           "relative path without '.', '..' or empty parts, such as results-demo")
+
+
+def shards_scratch(config: dict) -> str | None:
+    """Where a checkpoint's temporary shards go: the config's `scratch` (a node-local folder, environment variables
+    expanded in this process), or None for the results folder (no `scratch`, or extraction.keep_embeddings, whose
+    shards are kept as results). A relative path or an unset variable is a ConfigError."""
+    folder = config.get("scratch")
+    if folder is None or config["extraction"]["keep_embeddings"]:
+        return None
+    expanded = os.path.expanduser(os.path.expandvars(folder))
+    if unset := re.findall(r"\$\{?(\w+)", expanded):
+        raise ConfigError(f"config.scratch: {folder!r} names {', '.join(sorted(set(unset)))}, not set in this "
+                          "environment; set it where Snakemake and its jobs run, or give the folder's path")
+    if not os.path.isabs(expanded):
+        raise ConfigError(f"config.scratch: {folder!r} is not an absolute path; give the node-local folder's absolute "
+                          "path, the same on every node, such as /tmp or /local/scratch/$USER")
+    return os.path.normpath(expanded)
 
 
 def _write(loaded: dict[str, dict], folder: Path) -> dict[str, Path]:
