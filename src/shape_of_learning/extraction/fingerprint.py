@@ -24,7 +24,8 @@ class Fingerprint:
         self.rows = [[] for _ in range(layers)]
 
     def add(self, layer: int, vectors: torch.Tensor) -> None:
-        """The next kept vectors (n, D) of `layer`, in item order; only the first TOKENS are taken."""
+        """The next kept vectors (n, D) of `layer`, in item order; only the first TOKENS are taken (read back to
+        the host: a GPU wait per layer in the first batch, none later)."""
         wanted = TOKENS - sum(len(rows) for rows in self.rows[layer])
         if wanted > 0 and len(vectors):
             taken = vectors[:wanted].detach().to("cpu", torch.float64)

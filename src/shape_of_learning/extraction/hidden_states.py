@@ -152,7 +152,8 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
             if len(hidden) != layers + 1:
                 raise RuntimeError(f"{name}: the forward pass returned {len(hidden)} hidden states, expected "
                                    f"{layers + 1} (embedding output + {layers} blocks)")
-            kept, views = [], [batch.tokens(states) for states in hidden]  # keep masks on the host: no GPU wait
+            # keep masks are on the host: choosing the tokens waits for no GPU
+            kept, views = [], [batch.tokens(states) for states in hidden]
             if source.per_item:
                 if per_item is None:  # k: the fewest positions a layer has in the first item
                     per_item = min(int(keep[0].sum()) for _, keep, _ in views)

@@ -76,7 +76,11 @@ class ShardPipeline:
     def _stage(self, vectors: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.device | None]:
         """Checks and storage-dtype copy of `vectors` on their device, then (CUDA) their asynchronous copy to pinned
         host memory on the device's copy stream. Returns (host vectors, host checks, the CUDA device or None)."""
-        checks = torch.stack([(~torch.isfinite(vectors)).sum().double(), vectors.abs().amax().double()])
+        non_finite = (~torch.isfinite(vectors)).sum().double()
+        narrowed = self.store_dtype == "float16" and vectors.dtype != torch.float16
+        # the largest magnitude matters only where the store narrows the range: otherwise no second pass for it
+        largest = vectors.abs().amax().double() if narrowed else torch.zeros_like(non_finite)
+        checks = torch.stack([non_finite, largest])
         stored = vectors.to(DTYPES[self.store_dtype])
         if vectors.device.type != "cuda":
             return stored, checks, None
