@@ -17,9 +17,9 @@ install() {
 write_config() {
     local host cpus mem
     host=$(hostname -s)
-    # Declared, not real (config_overrides): two grouped GPU jobs (tests/slurm/profile's `cores: 2` each) fit beside
-    # a two-thread CPU job.
-    cpus=$(( $(nproc) > 6 ? $(nproc) : 6 ))
+    # The machine's real cores, so SLURM runs side by side only what they can run (at least 2: two grouped GPU jobs
+    # of one CPU each, tests/slurm/profile's `cores: 1`, run at once).
+    cpus=$(( $(nproc) > 2 ? $(nproc) : 2 ))
     mem=$(( $(awk '/MemTotal/ {print int($2 / 1024)}' /proc/meminfo) * 8 / 10 ))
     mkdir -p "$CONF_DIR" "$STATE/spool/ctld" "$STATE/spool/d" "$STATE/log"
     # A GPU generic resource must be backed by a character device: /dev/null's numbers stand in for it.
