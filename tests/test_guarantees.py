@@ -118,6 +118,20 @@ def test_cluster_profile_is_not_capped_by_the_workstation_profile():
     assert args.config == [f"scratch={cluster['config']['scratch']}"]  # shards on the node's disk (cluster.md)
 
 
+@pytest.mark.parametrize("profiles", [["profiles/slurm"], ["profiles/slurm", "tests/slurm/profile"]],
+                         ids=["profiles/slurm", "make slurm-test"])
+def test_no_cluster_job_is_set_more_threads_than_a_job_is_allocated(profiles):
+    """`cores` caps each job's allocation, while a job step's Snakemake runs with --cores all: on a node without
+    cgroups, set-threads above `cores` would run more threads than the job was given (docs/cluster.md: the isotropy
+    jobs took twice their CPU time)."""
+    from snakemake.cli import parse_args
+
+    _, args = parse_args([arg for profile in profiles for arg in ("--profile", str(REPO / profile))]
+                         + ["--snakefile", str(REPO / "Snakefile")])
+    over = {rule: value.value for rule, value in args.set_threads.items() if value.value > args.cores}
+    assert over == {}, f"set-threads above cores: {args.cores}: {over}"
+
+
 # --- settings that cannot / can change results --------------------------------------------------------------------
 
 def test_settings_that_cannot_change_results_rerun_nothing(finished, tmp_path):
