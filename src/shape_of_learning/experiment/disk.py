@@ -94,7 +94,10 @@ def volumes(checkpoints: dict[str, list[Checkpoint]], models: dict[str, dict], t
     for model, ckpts in checkpoints.items():
         entry = models[model]
         locks = [_lock(Path(paths.lock(model, ckpt.name))) for ckpt in ckpts]
-        downloads = [checkpoint_download(ckpt, lock, entry["weights"], hub) for ckpt, lock in zip(ckpts, locks)]
+        in_cache = [cached_sizes(ckpt, lock, entry["weights"]) if ckpt.source == "hub" else None
+                    for ckpt, lock in zip(ckpts, locks)]
+        downloads = [checkpoint_download(ckpt, lock, sizes, entry["weights"], hub)
+                     for ckpt, lock, sizes in zip(ckpts, locks, in_cache)]
         hidden = next(filter(None, (hidden_size(ckpt, lock) for ckpt, lock in zip(ckpts, locks))), None)
         size, tabled = model_sizes.table().get(entry.get("hub_id")), 0
         if size:  # a size the model table knows, where locks, the cache and the Hub tell none
@@ -111,25 +114,25 @@ def volumes(checkpoints: dict[str, list[Checkpoint]], models: dict[str, dict], t
                 what=f"downloading the config.json of {ckpts[0].location}"))
         weights = [d if ckpt.source == "hub" else (files.weight_bytes if files else size and size.weight_bytes)
                    for ckpt, d, files in zip(ckpts, downloads, local)]
-        cached = [ckpt.source == "hub" and cached_sizes(ckpt, lock, entry["weights"]) is not None
-                  for ckpt, lock in zip(ckpts, locks)]
+        cached = [sizes is not None for sizes in in_cache]
         shard = tokens * (entry["layers"] + 1) * hidden * itemsize if hidden else None
         found.append(ModelVolume(model, downloads, hidden, shard, weights=weights, cached=cached, size=size,
                                  tabled=tabled))
     return found
 
 
-def checkpoint_download(ckpt: Checkpoint, lock: dict | None, weights: str, hub: bool = False) -> int | None:
-    """Bytes of a checkpoint's weight files: its lock's `weight_bytes`, else the weight files in the HF cache, else
-    (with `hub`) the Hub's file sizes; None where unknown. 0 for a local directory: nothing is downloaded."""
+def checkpoint_download(ckpt: Checkpoint, lock: dict | None, in_cache: dict[str, int] | None, weights: str,
+                        hub: bool = False) -> int | None:
+    """Bytes of a checkpoint's weight files: its lock's `weight_bytes`, else those of its weight files in the HF
+    cache (`in_cache`: `cached_sizes`), else (with `hub`) the Hub's file sizes; None where unknown. 0 for a local
+    directory: nothing is downloaded."""
     if ckpt.source != "hub":
         return 0
     if lock and set(lock.get("weight_bytes", {})) == set(lock["weights"]):
         return sum(lock["weight_bytes"].values())
-    sizes = cached_sizes(ckpt, lock, weights)
-    if sizes is None and hub:
+    if in_cache is None and hub:
         return hub_download(ckpt, weights)
-    return sum(sizes.values()) if sizes is not None else None
+    return sum(in_cache.values()) if in_cache is not None else None
 
 
 def cached_sizes(ckpt: Checkpoint, lock: dict | None, weights: str) -> dict[str, int] | None:
