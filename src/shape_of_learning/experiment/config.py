@@ -22,6 +22,10 @@ from shape_of_learning.experiment import results_root
 from shape_of_learning.experiment.calibration import CALIBRATIONS
 from shape_of_learning.metrics.registry import METRICS
 
+# libyaml's parser, where PyYAML was built with it (its wheels are): every Snakemake process reads the config files and
+# the schemas while it parses the Snakefile (a SLURM job starts two), and pure-Python YAML took about 0.1 s of the
+# 1.4 s that `snakemake -n` of one finished file takes.
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 SCHEMAS = Path(__file__).resolve().parents[3] / "workflow" / "schemas"
 CONFIG_SCHEMA, MODEL_SCHEMA = "config.schema.yaml", "model.schema.yaml"
 
@@ -35,7 +39,8 @@ def schemas() -> dict[str, dict]:
     """Both schemas, by file name, with the registries' lists filled in (the enum of `$defs/metric` and the default
     of `metrics.names`; the enum of a model's `modality`; the enum of `cost.calibration`). Read once per process;
     not to be modified."""
-    config, model = (yaml.safe_load((SCHEMAS / name).read_text()) for name in (CONFIG_SCHEMA, MODEL_SCHEMA))
+    config, model = (yaml.load((SCHEMAS / name).read_text(), Loader=SAFE_LOADER)
+                     for name in (CONFIG_SCHEMA, MODEL_SCHEMA))
     config["$defs"]["metric"]["enum"] = list(METRICS)
     config["properties"]["metrics"]["properties"]["names"]["default"] = list(METRICS)
     model["properties"]["modality"]["enum"] = list(MODALITIES)
@@ -79,7 +84,7 @@ def load_config(*paths: Path) -> dict:
     return validate_config(config)
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
+class _UniqueKeyLoader(SAFE_LOADER):
     """YAML keeps the last of two equal keys in a mapping without a word: a model entry pasted under a name already
     in use would replace the first entry. This loader refuses them."""
 
@@ -88,7 +93,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
             if key in seen:
-                raise ConfigError(f"{self.name}: the key {key!r} appears twice in one mapping, at lines "
+                raise ConfigError(f"{key_node.start_mark.name}: the key {key!r} appears twice in one mapping, at lines "
                                   f"{seen[key] + 1} and {key_node.start_mark.line + 1}; YAML would keep only the "
                                   "second: rename or remove one")
             seen[key] = key_node.start_mark.line
