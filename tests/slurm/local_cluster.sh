@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # A one-node SLURM cluster on this machine (Debian's slurm-wlm + munge), with two fake GPUs so `--gpus=1` jobs
-# schedule, two at once, and a disk of its own for scratch (a tmpfs: not the working directory's filesystem).
+# schedule, two at once, a disk of its own for scratch (a tmpfs: not the working directory's filesystem), and each job
+# bound to the CPUs it was allocated (task/affinity), as a cluster's cgroups hold it: a job step's Snakemake, run with
+# `--cores all`, then runs a group job's members one at a time on a one-CPU allocation, not side by side.
 # Usage: local_cluster.sh start | stop | scratch (prints the scratch folder). Needs root. Facts and pitfalls:
 # docs/cluster.md.
 set -euo pipefail
@@ -36,7 +38,7 @@ SlurmdPidFile=$STATE/slurmd.pid
 SlurmctldLogFile=$STATE/log/slurmctld.log
 SlurmdLogFile=$STATE/log/slurmd.log
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+TaskPlugin=task/affinity
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 AccountingStorageType=accounting_storage/none
