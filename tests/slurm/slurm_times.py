@@ -1,10 +1,15 @@
-"""Where the SLURM jobs of one Snakemake run spent their time, from the controller's own log: queued (submitted, not
-yet started: the node's CPUs or GPUs taken, or the scheduler not yet passed) and running (Snakemake's start-up in the
-job, twice: the batch script and its job step, then the work). Run by tests/slurm/run_demo_on_local_slurm.sh.
+"""Where the SLURM jobs of one Snakemake run spent their time, from the controller's own log and Snakemake's output:
+queued (submitted, not yet started: the node's CPUs or GPUs taken, or the scheduler not yet passed); running, split
+into the work its rules' benchmark files time and the rest (Snakemake's start-up in the job, twice: the batch script
+and its job step, and its bookkeeping); and the wait until Snakemake saw the job end (its status poll). Run by
+tests/slurm/run_demo_on_local_slurm.sh.
 
     python tests/slurm/slurm_times.py SLURMCTLD_LOG SNAKEMAKE_OUTPUT
+
+Benchmark paths in SNAKEMAKE_OUTPUT are read relative to its folder, the run's working directory.
 """
 
+import csv
 import re
 import sys
 from datetime import datetime
@@ -12,6 +17,7 @@ from pathlib import Path
 
 EVENTS = {"submit": r"_slurm_rpc_submit_batch_job: JobId=(\d+)", "start": r"sched: Allocate JobId=(\d+) ",
           "end": r"_job_complete: JobId=(\d+) done"}
+STAMP = re.compile(r"^\s*\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]")  # Snakemake's "[Wed Dec  2 07:13:06 2026]"
 
 
 def times(log: str, jobs: set[int]) -> dict[str, dict[int, datetime]]:
@@ -25,20 +31,61 @@ def times(log: str, jobs: set[int]) -> dict[str, dict[int, datetime]]:
     return found
 
 
-def summary(log: str, output: str) -> str:
-    jobs = {int(job) for job in re.findall(r"has been submitted with SLURM jobid (\d+)", output)}
-    at = times(log, jobs)
-    done = sorted(job for job in jobs if job in at["start"] and job in at["end"])
+def snakemake_jobs(output: str) -> tuple[dict[int, list[int]], dict[int, str], dict[int, datetime]]:
+    """From Snakemake's output: SLURM job id -> the Snakemake jobs it ran (a group job runs several), Snakemake job ->
+    its benchmark file, and Snakemake job -> when Snakemake reported it finished (to the second)."""
+    submitted, benchmark, finished = {}, {}, {}
+    listed, job, now = [], None, None
+    for line in output.splitlines():
+        if match := STAMP.match(line):
+            now = datetime.strptime(" ".join(match[1].split()), "%a %b %d %H:%M:%S %Y")
+        if line.startswith("Execute "):  # the jobs printed from here on are those of the next submission
+            listed = []
+        elif match := re.match(r"\s*jobid: (\d+)$", line):
+            job = int(match[1])
+            listed.append(job)
+        elif (match := re.match(r"\s*benchmark: (\S+)$", line)) and job is not None:
+            benchmark[job] = match[1]
+        elif match := re.search(r"has been submitted with SLURM jobid (\d+)", line):
+            submitted[int(match[1])], listed = listed, []
+        elif match := re.match(r"Finished jobid: (\d+) ", line):
+            finished[int(match[1])] = now
+    return submitted, benchmark, finished
+
+
+def benchmarked_seconds(path: Path) -> float:
+    """The wall seconds a rule's benchmark file recorded for its last run."""
+    with open(path) as table:
+        return float(list(csv.DictReader(table, delimiter="\t"))[-1]["s"])
+
+
+def summary(log: str, output: str, workdir: Path) -> str:
+    submitted, benchmark, finished = snakemake_jobs(output)
+    at = times(log, set(submitted))
+    done = sorted(job for job in submitted if job in at["start"] and job in at["end"])
     if not done:
-        return f"{len(jobs)} SLURM jobs, none logged as started and ended by the controller"
+        return f"{len(submitted)} SLURM jobs, none logged as started and ended by the controller"
     queued = [(at["start"][job] - at["submit"][job]).total_seconds() for job in done]
     ran = [(at["end"][job] - at["start"][job]).total_seconds() for job in done]
     span = (max(at["end"].values()) - min(at["submit"].values())).total_seconds()
-    return (f"{len(done)} SLURM jobs queued {sum(queued) / len(done):.0f} s on average (at most {max(queued):.0f} s) "
-            f"and ran {sum(ran) / len(done):.0f} s on average; {sum(ran):.0f} job-seconds in the {span:.0f} s from "
-            f"the first submission to the last end: {sum(ran) / span:.1f} jobs running at a time")
+    lines = [f"{len(done)} SLURM jobs queued {sum(queued) / len(done):.0f} s on average (at most {max(queued):.0f} s) "
+             f"and ran {sum(ran) / len(done):.0f} s on average; {sum(ran):.0f} job-seconds in the {span:.0f} s from "
+             f"the first submission to the last end: {sum(ran) / span:.1f} jobs running at a time"]
+    timed = [job for job in done if submitted[job] and all(member in benchmark for member in submitted[job])]
+    if timed:
+        beyond = [(at["end"][job] - at["start"][job]).total_seconds()
+                  - sum(benchmarked_seconds(workdir / benchmark[member]) for member in submitted[job])
+                  for job in timed]
+        lines.append(f"inside them, {sum(beyond) / len(timed):.1f} s a job beyond what their rules' benchmark files "
+                     f"time (Snakemake's start-up, twice, and its bookkeeping; {len(timed)} jobs)")
+    late = [(max(finished[member] for member in submitted[job]) - at["end"][job]).total_seconds() for job in done
+            if submitted[job] and all(member in finished for member in submitted[job])]
+    if late:
+        lines.append(f"Snakemake saw a job's end {sum(late) / len(late):.0f} s after the controller logged it, on "
+                     f"average (at most {max(late):.0f} s): its status poll")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
     log, output = (Path(path).read_text(errors="replace") for path in sys.argv[1:3])
-    print(summary(log, output))
+    print(summary(log, output, Path(sys.argv[2]).parent))
