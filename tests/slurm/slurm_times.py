@@ -35,19 +35,21 @@ def snakemake_jobs(output: str) -> tuple[dict[int, list[int]], dict[int, str], d
     """From Snakemake's output: SLURM job id -> the Snakemake jobs it ran (a group job runs several), Snakemake job ->
     its benchmark file, and Snakemake job -> when Snakemake reported it finished (to the second)."""
     submitted, benchmark, finished = {}, {}, {}
-    listed, job, now = [], None, None
+    groups = []  # the members of each group job printed and not yet submitted, in the order Snakemake submits them
+    job, now = None, None
     for line in output.splitlines():
         if match := STAMP.match(line):
             now = datetime.strptime(" ".join(match[1].split()), "%a %b %d %H:%M:%S %Y")
-        if line.startswith("Execute "):  # the jobs printed from here on are those of the next submission
-            listed = []
-        elif match := re.match(r"\s*jobid: (\d+)$", line):
+        if re.match(r"\[.*\] Group job ", line):
+            groups.append([])
+        elif match := re.match(r"\s+jobid: (\d+)$", line):  # a group job's members: indented twice
             job = int(match[1])
-            listed.append(job)
+            if groups and line.startswith(" " * 8):
+                groups[-1].append(job)
         elif (match := re.match(r"\s*benchmark: (\S+)$", line)) and job is not None:
             benchmark[job] = match[1]
-        elif match := re.search(r"has been submitted with SLURM jobid (\d+)", line):
-            submitted[int(match[1])], listed = listed, []
+        elif match := re.match(r"Job (\S+) has been submitted with SLURM jobid (\d+)", line):
+            submitted[int(match[2])] = [int(match[1])] if match[1].isdigit() else groups.pop(0)
         elif match := re.match(r"Finished jobid: (\d+) ", line):
             finished[int(match[1])] = now
     return submitted, benchmark, finished
