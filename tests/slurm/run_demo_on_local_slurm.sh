@@ -61,7 +61,7 @@ awk -v s="$seconds" -v l="$local_s" -v n="$submissions" -v h="$submit_host" 'BEG
         n, n ? (s - l) / n : 0
     printf "%d jobs on the submit host\n", h }'
 .venv/bin/python tests/slurm/slurm_times.py "$(scontrol show config | awk '/^SlurmctldLogFile/ {print $3}')" \
-    "$workdir/snakemake.out"
+    "$(scontrol show config | awk '/^SlurmdLogFile/ {print $3}')" "$workdir/snakemake.out"
 
 # At some second, two jobs holding a GPU each were running: the cluster was not capped at one GPU job.
 most=$(sort -k2,2n "$workdir/gpu_jobs_running.txt" | tail -1 | cut -d' ' -f2)

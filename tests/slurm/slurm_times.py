@@ -1,10 +1,10 @@
-"""Where the SLURM jobs of one Snakemake run spent their time, from the controller's own log and Snakemake's output:
-queued (submitted, not yet started: the node's CPUs or GPUs taken, or the scheduler not yet passed); running, split
-into the work its rules' benchmark files time and the rest (Snakemake's start-up in the job, twice: the batch script
-and its job step, and its bookkeeping); and the wait until Snakemake saw the job end (its status poll). Run by
-tests/slurm/run_demo_on_local_slurm.sh.
+"""Where the SLURM jobs of one Snakemake run spent their time, from the controller's and the node's logs and Snakemake's
+output: queued (submitted, not yet started: the node's CPUs or GPUs taken, or the scheduler not yet passed); running,
+split into the work its rules' benchmark files time and the rest (Snakemake's start-up in the job, twice: the batch
+script and its job step, and its bookkeeping), and the batch script's Snakemake before and after its job step; and the
+wait until Snakemake saw the job end (its status poll). Run by tests/slurm/run_demo_on_local_slurm.sh.
 
-    python tests/slurm/slurm_times.py SLURMCTLD_LOG SNAKEMAKE_OUTPUT
+    python tests/slurm/slurm_times.py SLURMCTLD_LOG SLURMD_LOG SNAKEMAKE_OUTPUT
 
 Benchmark paths in SNAKEMAKE_OUTPUT are read relative to its folder, the run's working directory.
 """
@@ -15,17 +15,19 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-EVENTS = {"submit": r"_slurm_rpc_submit_batch_job: JobId=(\d+)", "start": r"sched: Allocate JobId=(\d+) ",
-          "end": r"_job_complete: JobId=(\d+) done"}
+CONTROLLER_EVENTS = {"submit": r"_slurm_rpc_submit_batch_job: JobId=(\d+)", "start": r"sched: Allocate JobId=(\d+) ",
+                     "end": r"_job_complete: JobId=(\d+) done"}
+NODE_EVENTS = {"batch": r"Launching batch job (\d+) ", "step": r"launch task StepId=(\d+)\.0 ",
+               "step_end": r"\[(\d+)\.0\] done with job", "batch_end": r"\[(\d+)\.batch\] done with job"}
 STAMP = re.compile(r"^\s*\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]")  # Snakemake's "[Wed Dec  2 07:13:06 2026]"
 
 
-def times(log: str, jobs: set[int]) -> dict[str, dict[int, datetime]]:
-    """event -> SLURM job id -> when the controller logged it, for `jobs` only."""
-    found = {event: {} for event in EVENTS}
+def times(log: str, jobs: set[int], events: dict[str, str]) -> dict[str, dict[int, datetime]]:
+    """event -> SLURM job id -> when a SLURM daemon's log has it, for `jobs` only."""
+    found = {event: {} for event in events}
     for line in log.splitlines():
         stamp, _, message = line.partition("] ")
-        for event, pattern in EVENTS.items():
+        for event, pattern in events.items():
             if (match := re.search(pattern, message)) and int(match[1]) in jobs:
                 found[event][int(match[1])] = datetime.fromisoformat(stamp.lstrip("["))
     return found
@@ -61,9 +63,9 @@ def benchmarked_seconds(path: Path) -> float:
         return float(list(csv.DictReader(table, delimiter="\t"))[-1]["s"])
 
 
-def summary(log: str, output: str, workdir: Path) -> str:
+def summary(controller_log: str, node_log: str, output: str, workdir: Path) -> str:
     submitted, benchmark, finished = snakemake_jobs(output)
-    at = times(log, set(submitted))
+    at = times(controller_log, set(submitted), CONTROLLER_EVENTS)
     done = sorted(job for job in submitted if job in at["start"] and job in at["end"])
     if not done:
         return f"{len(submitted)} SLURM jobs, none logged as started and ended by the controller"
@@ -80,6 +82,14 @@ def summary(log: str, output: str, workdir: Path) -> str:
                   for job in timed]
         lines.append(f"inside them, {sum(beyond) / len(timed):.1f} s a job beyond what their rules' benchmark files "
                      f"time (Snakemake's start-up, twice, and its bookkeeping; {len(timed)} jobs)")
+    on_node = times(node_log, set(done), NODE_EVENTS)
+    stepped = [job for job in done if all(job in on_node[event] for event in NODE_EVENTS)]
+    if stepped:
+        before = [(on_node["step"][job] - on_node["batch"][job]).total_seconds() for job in stepped]
+        after = [(on_node["batch_end"][job] - on_node["step_end"][job]).total_seconds() for job in stepped]
+        lines.append(f"the batch script's Snakemake took {sum(before) / len(stepped):.1f} s before its job step and "
+                     f"{sum(after) / len(stepped):.1f} s after it, on average (at most {max(after):.1f} s; "
+                     "Snakemake 9.27 waits up to 1 s at exit for its scheduler's timer, docs/cluster.md)")
     late = [(max(finished[member] for member in submitted[job]) - at["end"][job]).total_seconds() for job in done
             if submitted[job] and all(member in finished for member in submitted[job])]
     if late:
@@ -89,5 +99,5 @@ def summary(log: str, output: str, workdir: Path) -> str:
 
 
 if __name__ == "__main__":
-    log, output = (Path(path).read_text(errors="replace") for path in sys.argv[1:3])
-    print(summary(log, output, Path(sys.argv[2]).parent))
+    controller_log, node_log, output = (Path(path).read_text(errors="replace") for path in sys.argv[1:4])
+    print(summary(controller_log, node_log, output, Path(sys.argv[3]).parent))
