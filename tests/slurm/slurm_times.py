@@ -51,7 +51,7 @@ def snakemake_jobs(output: str) -> tuple[dict[int, list[int]], dict[int, str], d
         elif (match := re.match(r"\s*benchmark: (\S+)$", line)) and job is not None:
             benchmark[job] = match[1]
         elif match := re.match(r"Job (\S+) has been submitted with SLURM jobid (\d+)", line):
-            submitted[int(match[2])] = [int(match[1])] if match[1].isdigit() else groups.pop(0)
+            submitted[int(match[2])] = [int(match[1])] if match[1].isdigit() else groups.pop(0) if groups else []
         elif match := re.match(r"Finished jobid: (\d+) ", line):
             finished[int(match[1])] = now
     return submitted, benchmark, finished
@@ -75,7 +75,8 @@ def summary(controller_log: str, node_log: str, output: str, workdir: Path) -> s
     lines = [f"{len(done)} SLURM jobs queued {sum(queued) / len(done):.0f} s on average (at most {max(queued):.0f} s) "
              f"and ran {sum(ran) / len(done):.0f} s on average; {sum(ran):.0f} job-seconds in the {span:.0f} s from "
              f"the first submission to the last end: {sum(ran) / span:.1f} jobs running at a time"]
-    timed = [job for job in done if submitted[job] and all(member in benchmark for member in submitted[job])]
+    timed = [job for job in done if submitted[job]
+             and all(member in benchmark and (workdir / benchmark[member]).exists() for member in submitted[job])]
     if timed:
         beyond = [(at["end"][job] - at["start"][job]).total_seconds()
                   - sum(benchmarked_seconds(workdir / benchmark[member]) for member in submitted[job])
