@@ -5,6 +5,7 @@ devices, and the paper's dry run printing it."""
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -88,6 +89,20 @@ def test_two_models_cost_what_the_hand_computation_says(offline):
     assert a.gpu_memory == 4 * (3000 + 8 * 512 * 200 * (4 + 4))
 
 
+def test_an_extraction_requests_its_model_its_shards_and_its_process_of_host_memory(offline):
+    """The rule's mem_mb, a cluster's --mem: the model in its forward dtype, all of a checkpoint's shards at most, the
+    process; a model whose size is known nowhere yet (one the pipeline trains) requests the process alone."""
+    config = two_models()
+    shards = 4096 * 4 * 200 * 2  # a: 4096 tokens a layer, 4 states of width 200, float16
+    assert cost.host_memory(TABLE["org/a"], config["models"]["a"], "float32", 4096, "float16") == \
+        cost.HOST_BASE_BYTES + 4 * 3000 + shards
+    assert cost.host_memory(TABLE["org/a"], config["models"]["a"], "bfloat16", 4096, "float16") == \
+        cost.HOST_BASE_BYTES + 2 * 3000 + shards
+    assert cost.extraction_mem_mb("a", plan(config), config) == -(-(cost.HOST_BASE_BYTES + 4 * 3000 + shards) // 10**6)
+    config["models"]["c"] = {**config["models"]["b"], "hub_id": "org/unlisted"}
+    assert cost.extraction_mem_mb("c", plan(validate_config(config)), config) == cost.HOST_BASE_BYTES // 10**6
+
+
 def test_wall_time_on_n_devices_is_the_total_shared_but_never_shorter_than_the_longest_job(offline):
     run = estimate(two_models(gpus=2))
     total = 205.456 + 70.364
@@ -128,13 +143,13 @@ def test_locks_and_local_folders_refine_the_table_and_what_none_knows_stays_unkn
     c = estimate(validate_config(config)).models[-1]
     assert c.download == disk.Bytes(0, 1) and str(c.terms["forward"]) == "unknown"
     assert c.terms["start-up"].known == 10 + 5 and str(c.total).startswith("≥ ")
-    # a local folder: parameters from its safetensors headers, less vocab_size x hidden size; bytes on disk
+    # a local folder: parameters from its safetensors headers, less vocab_size x hidden size; bytes on disk; width
     folder = offline / "saved"
     folder.mkdir()
     save_file({"embed.weight": np.zeros((10, 4), np.float32), "block.weight": np.zeros((4, 4), np.float32)},
               str(folder / "model.safetensors"))
     (folder / "config.json").write_text(json.dumps({"vocab_size": 10, "hidden_size": 4}))
-    assert model_sizes.local(folder) == ModelSize(56, 56 - 40, (folder / "model.safetensors").stat().st_size)
+    assert model_sizes.local(folder) == ModelSize(56, 56 - 40, (folder / "model.safetensors").stat().st_size, 4)
     assert model_sizes.local(offline / "not-trained-yet") is None
 
 
@@ -197,3 +212,22 @@ def test_the_paper_dry_run_prints_the_cost_offline_on_a_fresh_clone(tmp_path):
     lines = dry.stderr[dry.stderr.index("Cost of "):].splitlines()[:4]
     assert "unknown" not in "\n".join(lines) and "≥" not in "\n".join(lines)
     assert "wall time on 1 GPU (cost.gpus" in lines[3]
+
+
+@pytest.mark.slow
+def test_a_cluster_run_requests_each_extraction_the_host_memory_of_its_model(tmp_path):
+    """Through profiles/slurm, an extraction's --mem follows its model (`cost.extraction_mem_mb`): a 13B model's float32
+    weights alone are 52 GB, more than any flat request for every extraction should be."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "empty-cache"),
+           "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    dry = subprocess.run([SNAKEMAKE, "--profile", "profiles/slurm", "--directory", tmp_path, "-n"], cwd=REPO, env=env,
+                         capture_output=True, text=True)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    requested = {}
+    for job in (dry.stdout + dry.stderr).split("rule extract_hidden_states:")[1:]:
+        model = re.search(r"wildcards: model=([^,\s]+)", job).group(1)
+        requested[model] = int(re.search(r"resources: .*\bmem_mb=(\d+)", job).group(1))
+    sizes = model_sizes.table()
+    assert requested["llama-2-13b"] * 10**6 > 4 * sizes["meta-llama/Llama-2-13b-hf"].parameters
+    assert requested["pythia-2.8b"] * 10**6 > 4 * sizes["EleutherAI/pythia-2.8b"].parameters
+    assert requested["pythia-70m"] < requested["pythia-2.8b"] < requested["llama-2-13b"]

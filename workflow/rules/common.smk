@@ -15,6 +15,7 @@ results_root.export(config)  # before the imports below: shape_of_learning.paths
 
 from shape_of_learning import paths
 from shape_of_learning.corpus import MODALITIES
+from shape_of_learning.experiment import cost
 from shape_of_learning.experiment.dag import SERIES, parse_reference, plan
 from shape_of_learning.experiment.outcome import drop_unavailable, missing
 from shape_of_learning.models.checkpoints import RANDOM_INIT
@@ -48,7 +49,7 @@ def targets(name=None):
 
     return inputs
 if workflow.output_settings.dryrun:  # while parsing, Snakemake tells a dry run by its output settings only
-    from shape_of_learning.experiment import cost, disk
+    from shape_of_learning.experiment import disk
 
     volumes = disk.volumes(EXPERIMENT.checkpoints, EXPERIMENT.models, EXPERIMENT.tokens_per_layer,
                            config["extraction"]["store_dtype"])

@@ -29,12 +29,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from shape_of_learning.experiment import model_sizes
 from shape_of_learning.experiment.calibration import CALIBRATIONS, Calibration
 from shape_of_learning.experiment.dag import Experiment, layers_in_group
-from shape_of_learning.experiment.disk import Bytes, ModelVolume, human
+from shape_of_learning.experiment.disk import Bytes, ModelVolume, human, shard_bytes
+from shape_of_learning.experiment.model_sizes import ModelSize
 
 TERMS = ("downloading", "loading", "forward", "writes", "metrics", "start-up")
 ACTIVATION_STATES = 4  # beside the kept hidden states, a block's working set: its MLP's 4 x width intermediate
+# An extraction process beside its model and hidden states: Python, torch, transformers, the tokenizer, the windows,
+# the CUDA runtime's host side. On the CPU the demo's extractions peak below 1 GB in all (docs/benchmarks.md); the
+# CUDA runtime's share was not measured (no GPU lent), hence the margin: profiles/slurm's default job memory.
+HOST_BASE_BYTES = 4 * 10**9
 
 
 class Seconds(Bytes):
@@ -109,6 +115,27 @@ def gpu_memory(parameters: int, hidden_size: int, entry: dict, dtype: str) -> in
     itemsize = np.dtype(dtype if dtype != "bfloat16" else "float16").itemsize
     tokens = entry["batch_size"] * entry["max_length"]
     return itemsize * (parameters + tokens * hidden_size * (entry["layers"] + 1 + ACTIVATION_STATES))
+
+
+def host_memory(size: ModelSize | None, entry: dict, dtype: str, tokens: int, store_dtype: str) -> int:
+    """Bytes an extraction holds in the host's memory at most: its model, built there in the forward dtype before it
+    moves to its device (transformers materialises the weights on the CPU; the weight files themselves are
+    memory-mapped, page cache the kernel reclaims); the checkpoint's hidden states waiting in pinned buffers for their
+    writes (`extraction.writer`), at most all of its shards; and the process itself, HOST_BASE_BYTES. A model of
+    unknown size (one the pipeline has yet to train) counts the process alone."""
+    if size is None:
+        return HOST_BASE_BYTES
+    weights = size.parameters * np.dtype(dtype if dtype != "bfloat16" else "float16").itemsize
+    return HOST_BASE_BYTES + weights + shard_bytes(tokens, entry["layers"], size.hidden_size or 0, store_dtype)
+
+
+def extraction_mem_mb(model: str, experiment: Experiment, config: dict) -> int:
+    """What an extraction job of `model` requests of its node's memory (the rule's `mem_mb`, SLURM's --mem):
+    `host_memory` in MB, the forward dtype as `cost.calibration`'s device runs it."""
+    entry, extraction = experiment.models[model], config["extraction"]
+    dtype = forward_dtype(entry, extraction, CALIBRATIONS[config["cost"]["calibration"]])
+    size = model_sizes.of(model, experiment.models, experiment.checkpoints)
+    return -(-host_memory(size, entry, dtype, experiment.tokens_per_layer, extraction["store_dtype"]) // 10**6)
 
 
 def estimate(experiment: Experiment, found: list[ModelVolume], config: dict, devices: int | None = None) -> Cost:

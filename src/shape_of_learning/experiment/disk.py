@@ -89,7 +89,6 @@ def volumes(checkpoints: dict[str, list[Checkpoint]], models: dict[str, dict], t
     """Per model: each checkpoint's download, and its shards' bytes for `tokens` per layer stored as `store_dtype`
     (module docstring), read from the working directory (`paths.lock`, relative `path:` entries); `hub` asks the Hub
     for unknown sizes."""
-    itemsize = np.dtype(store_dtype).itemsize
     found = []
     for model, ckpts in checkpoints.items():
         entry = models[model]
@@ -99,15 +98,15 @@ def volumes(checkpoints: dict[str, list[Checkpoint]], models: dict[str, dict], t
         downloads = [checkpoint_download(ckpt, lock, sizes, entry["weights"], hub)
                      for ckpt, lock, sizes in zip(ckpts, locks, in_cache)]
         hidden = next(filter(None, (hidden_size(ckpt, lock) for ckpt, lock in zip(ckpts, locks))), None)
-        size, tabled = model_sizes.table().get(entry.get("hub_id")), 0
-        if size:  # a size the model table knows, where locks, the cache and the Hub tell none
-            tabled, downloads = downloads.count(None), [size.weight_bytes if d is None else d for d in downloads]
-            hidden = hidden or size.hidden_size
+        tabled, row = 0, model_sizes.table().get(entry.get("hub_id"))
+        if row:  # a size the model table knows, where locks, the cache and the Hub tell none
+            tabled, downloads = downloads.count(None), [row.weight_bytes if d is None else d for d in downloads]
         local = [model_sizes.local(Path(ckpt.location)) if ckpt.source != "hub" else None for ckpt in ckpts]
-        size = size or next(filter(None, reversed(local)), None)
+        size = model_sizes.of(model, models, checkpoints)
         if "finetune" in entry:  # fine-tuning keeps the base model's architecture
             base = next((v for v in found if v.model == entry["finetune"]["base"]), None)
-            hidden, size = hidden or (base and base.hidden_size), size or (base and base.size)
+            hidden = hidden or (base and base.hidden_size)
+        hidden = hidden or (size and size.hidden_size)
         if hub and not hidden and ckpts[0].source == "hub":  # its config.json (a few kB) into the HF cache
             hidden = hidden_size(ckpts[0], None, network.retry(
                 lambda: hf_hub_download(ckpts[0].location, "config.json", revision=ckpts[0].revision),
@@ -115,10 +114,15 @@ def volumes(checkpoints: dict[str, list[Checkpoint]], models: dict[str, dict], t
         weights = [d if ckpt.source == "hub" else (files.weight_bytes if files else size and size.weight_bytes)
                    for ckpt, d, files in zip(ckpts, downloads, local)]
         cached = [sizes is not None for sizes in in_cache]
-        shard = tokens * (entry["layers"] + 1) * hidden * itemsize if hidden else None
+        shard = shard_bytes(tokens, entry["layers"], hidden, store_dtype) if hidden else None
         found.append(ModelVolume(model, downloads, hidden, shard, weights=weights, cached=cached, size=size,
                                  tabled=tabled))
     return found
+
+
+def shard_bytes(tokens: int, layers: int, hidden_size: int, store_dtype: str) -> int:
+    """One checkpoint's hidden-state shards: `tokens` vectors of `hidden_size` in each of its layers + 1 states."""
+    return tokens * (layers + 1) * hidden_size * np.dtype(store_dtype).itemsize
 
 
 def checkpoint_download(ckpt: Checkpoint, lock: dict | None, in_cache: dict[str, int] | None, weights: str,
