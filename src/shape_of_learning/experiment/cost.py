@@ -41,6 +41,9 @@ ACTIVATION_STATES = 4  # beside the kept hidden states, a block's working set: i
 # the CUDA runtime's host side. On the CPU the demo's extractions peak below 1 GB in all (docs/benchmarks.md); the
 # CUDA runtime's share was not measured (no GPU lent), hence the margin: profiles/slurm's default job memory.
 HOST_BASE_BYTES = 4 * 10**9
+# Loading a model peaks at 1.07-1.16x its parameters' bytes in the forward dtype beyond those (buffers, loading's own
+# copies; anonymous memory, benchmarks/host_memory.py on Pythia-410M's shape, docs/cost.md): rounded up.
+HOST_WEIGHTS_FACTOR = 1.2
 
 
 class Seconds(Bytes):
@@ -119,14 +122,14 @@ def gpu_memory(parameters: int, hidden_size: int, entry: dict, dtype: str) -> in
 
 def host_memory(size: ModelSize | None, entry: dict, dtype: str, tokens: int, store_dtype: str) -> int:
     """Bytes an extraction holds in the host's memory at most: its model, built there in the forward dtype before it
-    moves to its device (transformers materialises the weights on the CPU; the weight files themselves are
-    memory-mapped, page cache the kernel reclaims); the checkpoint's hidden states waiting in pinned buffers for their
+    moves to its device (transformers materialises the weights on the CPU, HOST_WEIGHTS_FACTOR x their bytes at the
+    peak; the weight files themselves are memory-mapped, page cache the kernel reclaims); the checkpoint's hidden states waiting in pinned buffers for their
     writes (`extraction.writer`), at most all of its shards; and the process itself, HOST_BASE_BYTES. A model of
     unknown size (one the pipeline has yet to train) counts the process alone."""
     if size is None:
         return HOST_BASE_BYTES
-    weights = size.parameters * np.dtype(dtype if dtype != "bfloat16" else "float16").itemsize
-    return HOST_BASE_BYTES + weights + shard_bytes(tokens, entry["layers"], size.hidden_size or 0, store_dtype)
+    weights = HOST_WEIGHTS_FACTOR * size.parameters * np.dtype(dtype if dtype != "bfloat16" else "float16").itemsize
+    return HOST_BASE_BYTES + int(weights) + shard_bytes(tokens, entry["layers"], size.hidden_size or 0, store_dtype)
 
 
 def extraction_mem_mb(model: str, experiment: Experiment, config: dict) -> int:
