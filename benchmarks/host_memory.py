@@ -53,6 +53,8 @@ def main() -> None:
     import torch
     import transformers
 
+    from shape_of_learning.experiment.cost import dtype_bytes
+
     with tempfile.TemporaryDirectory() as tmp:
         config = transformers.GPTNeoXConfig(hidden_size=args.hidden, num_hidden_layers=args.layers,
                                             num_attention_heads=args.hidden // 64, intermediate_size=4 * args.hidden,
@@ -68,8 +70,7 @@ def main() -> None:
             result = subprocess.run([sys.executable, "-c", LOAD, tmp, dtype, str(int(baseline))], check=True,
                                     capture_output=True, text=True)
             measured = json.loads(result.stdout.splitlines()[-1])
-            itemsize = 4 if dtype == "float32" else 2
-            term = measured["parameters"] * itemsize
+            term = measured["parameters"] * dtype_bytes(dtype)
             print(f"{label:32} {measured['anonymous'] / 1e9:7.2f} GB {measured['anonymous'] / term:6.2f} "
                   f"{measured['files'] / 1e9:10.2f} GB")
         print("ratio: the anonymous peak over the request's weights term, parameters x bytes of the forward dtype")

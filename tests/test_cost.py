@@ -91,7 +91,8 @@ def test_two_models_cost_what_the_hand_computation_says(offline):
 
 def test_an_extraction_requests_its_model_its_shards_and_its_process_of_host_memory(offline):
     """The rule's mem_mb, a cluster's --mem: the model in its forward dtype (1.2x, what loading it peaks at), all of a
-    checkpoint's shards at most, the process; a model whose size is known nowhere yet (one the pipeline trains) requests the process alone."""
+    checkpoint's shards at most, the process; a model whose size is known nowhere yet (one the pipeline trains)
+    requests the process alone."""
     config = two_models()
     shards = 4096 * 4 * 200 * 2  # a: 4096 tokens a layer, 4 states of width 200, float16
     assert cost.host_memory(TABLE["org/a"], config["models"]["a"], "float32", 4096, "float16") == \

@@ -110,25 +110,29 @@ def forward_dtype(entry: dict, extraction: dict, calibration: Calibration) -> st
     return calibration.auto_dtype if dtype == "auto" else dtype
 
 
+def dtype_bytes(dtype: str) -> int:
+    """Bytes of one value of a forward dtype (numpy has no bfloat16: float16's width)."""
+    return np.dtype(dtype if dtype != "bfloat16" else "float16").itemsize
+
+
 def gpu_memory(parameters: int, hidden_size: int, entry: dict, dtype: str) -> int:
     """Bytes an extraction needs on its device: every parameter in the forward dtype, and one batch's activations:
     the hidden states it keeps (layers + 1, `output_hidden_states`) and a block's working set, each batch_size x
     max_length tokens x hidden size in that dtype. A model larger than 80% of the free memory is spread over GPU and
     CPU instead (`extraction.loading.load_model`)."""
-    itemsize = np.dtype(dtype if dtype != "bfloat16" else "float16").itemsize
     tokens = entry["batch_size"] * entry["max_length"]
-    return itemsize * (parameters + tokens * hidden_size * (entry["layers"] + 1 + ACTIVATION_STATES))
+    return dtype_bytes(dtype) * (parameters + tokens * hidden_size * (entry["layers"] + 1 + ACTIVATION_STATES))
 
 
 def host_memory(size: ModelSize | None, entry: dict, dtype: str, tokens: int, store_dtype: str) -> int:
     """Bytes an extraction holds in the host's memory at most: its model, built there in the forward dtype before it
     moves to its device (transformers materialises the weights on the CPU, HOST_WEIGHTS_FACTOR x their bytes at the
-    peak; the weight files themselves are memory-mapped, page cache the kernel reclaims); the checkpoint's hidden states waiting in pinned buffers for their
-    writes (`extraction.writer`), at most all of its shards; and the process itself, HOST_BASE_BYTES. A model of
-    unknown size (one the pipeline has yet to train) counts the process alone."""
+    peak; the weight files themselves are memory-mapped, page cache the kernel reclaims); the checkpoint's hidden
+    states waiting in pinned buffers for their writes (`extraction.writer`), at most all of its shards; and the process
+    itself, HOST_BASE_BYTES. A model of unknown size (one the pipeline has yet to train) counts the process alone."""
     if size is None:
         return HOST_BASE_BYTES
-    weights = HOST_WEIGHTS_FACTOR * size.parameters * np.dtype(dtype if dtype != "bfloat16" else "float16").itemsize
+    weights = HOST_WEIGHTS_FACTOR * size.parameters * dtype_bytes(dtype)
     return HOST_BASE_BYTES + int(weights) + shard_bytes(tokens, entry["layers"], size.hidden_size or 0, store_dtype)
 
 
