@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import huggingface_hub
 import pytest
 import yaml
 from huggingface_hub import constants
@@ -121,8 +122,8 @@ def test_hub_sizes_only_when_asked(run, monkeypatch, capsys):
         (run / "fetched.json").write_text(json.dumps({"n_embd": 16}))
         return str(run / "fetched.json")
 
-    monkeypatch.setattr(pinning, "HfApi", FakeApi)
-    monkeypatch.setattr(disk, "hf_hub_download", fake_download)
+    monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
     assert volumes(config())[0].downloads[2] is None and calls == []  # offline by default
     assert volumes(config(), hub=True)[0].downloads == [700, 500, 4000]
     assert calls == [(REPO_ID, "step3", True)]  # only the checkpoint known nowhere else

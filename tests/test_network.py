@@ -16,7 +16,7 @@ from huggingface_hub.utils import hf_raise_for_status, httpx
 
 from shape_of_learning import network
 from shape_of_learning.corpus.fetch import ChecksumError
-from shape_of_learning.models import pinning, revisions
+from shape_of_learning.models import pinning
 from shape_of_learning.models.checkpoints import Checkpoint
 
 
@@ -159,13 +159,12 @@ def test_the_pin_retries_the_hub_call_that_failed_and_not_the_job(monkeypatch, w
     info = failing(hub_error(502), result=SimpleNamespace(sha="a" * 40, siblings=[
         SimpleNamespace(rfilename="model.safetensors", lfs=SimpleNamespace(sha256="1" * 64), blob_id="b", size=3)]))
     api = SimpleNamespace(list_repo_refs=lambda repo: refs(), model_info=lambda repo, revision, files_metadata: info())
-    for module in (pinning, revisions):
-        monkeypatch.setattr(module, "HfApi", lambda: api)
+    monkeypatch.setattr(huggingface_hub, "HfApi", lambda: api)
     pinned = pinning.pin(Checkpoint("m", "main", "hub", "org/model", "main", -1))
     assert pinned["commit_sha"] == "a" * 40 and (refs.calls, info.calls) == (2, 2)
     assert waits == [network.FIRST_WAIT_S] * 2
     gone = failing(hub_error(404, "RepoNotFound"))
-    monkeypatch.setattr(revisions, "HfApi", lambda: SimpleNamespace(list_repo_refs=lambda repo: gone()))
+    monkeypatch.setattr(huggingface_hub, "HfApi", lambda: SimpleNamespace(list_repo_refs=lambda repo: gone()))
     with pytest.raises(RepositoryNotFoundError):
         pinning.pin(Checkpoint("m", "main", "hub", "org/gone", "main", -1))
     assert gone.calls == 1

@@ -11,13 +11,14 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import huggingface_hub
 import pytest
 import yaml
 from huggingface_hub import constants
 from huggingface_hub.errors import OfflineModeIsEnabled
 
 from shape_of_learning.__main__ import main
-from shape_of_learning.models import pinning, revisions
+from shape_of_learning.models import revisions
 from shape_of_learning.models.checkpoints import Checkpoint, checkpoints
 from shape_of_learning.models.pinning import pin
 from shape_of_learning.models.revisions import MissingRevisionError, nearest_refs
@@ -42,8 +43,7 @@ def fake_hub(monkeypatch, siblings=None, error=None, branches=("main", "step0", 
             calls.append((repo, revision, files_metadata))
             return SimpleNamespace(sha=SHA, siblings=siblings)
 
-    for module in (pinning, revisions):  # model_info, list_repo_refs
-        monkeypatch.setattr(module, "HfApi", FakeApi)
+    monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)  # model_info, list_repo_refs
     return calls
 
 

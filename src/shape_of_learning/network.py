@@ -6,6 +6,10 @@ A deterministic failure is raised at once: a missing repository, revision or fil
 file absent from the cache with `local_files_only`, a bad digest, any ValueError: a retry would repeat it. Libraries
 wrap what the transport raised (transformers raises OSError from huggingface_hub's `LocalEntryNotFoundError` from
 the connection error), so a failure is judged by the first link of its `raise ... from` chain that says which.
+
+The modules that call the Hub look `huggingface_hub.HfApi` and `hf_hub_download` up when they call them: the package
+imports them on first use, with its HTTP stack (0.1-0.15 s), which every Snakemake process parsing the workflow would
+otherwise pay without calling the Hub: a SLURM job's two among them (docs/cluster.md).
 """
 
 import http.client

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from huggingface_hub import hf_hub_download
+import huggingface_hub  # HfApi, hf_hub_download looked up when called: shape_of_learning.network
 
 from shape_of_learning import network, paths
 from shape_of_learning.experiment import model_sizes
@@ -109,7 +109,7 @@ def volumes(checkpoints: dict[str, list[Checkpoint]], models: dict[str, dict], t
         hidden = hidden or (size and size.hidden_size)
         if hub and not hidden and ckpts[0].source == "hub":  # its config.json (a few kB) into the HF cache
             hidden = hidden_size(ckpts[0], None, network.retry(
-                lambda: hf_hub_download(ckpts[0].location, "config.json", revision=ckpts[0].revision),
+                lambda: huggingface_hub.hf_hub_download(ckpts[0].location, "config.json", revision=ckpts[0].revision),
                 what=f"downloading the config.json of {ckpts[0].location}"))
         weights = [d if ckpt.source == "hub" else (files.weight_bytes if files else size and size.weight_bytes)
                    for ckpt, d, files in zip(ckpts, downloads, local)]
@@ -152,8 +152,8 @@ def cached_sizes(ckpt: Checkpoint, lock: dict | None, weights: str) -> dict[str,
 
 def hub_download(ckpt: Checkpoint, weights: str) -> int | None:
     """Bytes of a checkpoint's weight files as the Hub lists them (one `model_info` call, nothing downloaded)."""
-    info = network.retry(lambda: pinning.HfApi().model_info(ckpt.location, revision=ckpt.revision,
-                                                            files_metadata=True),
+    info = network.retry(lambda: huggingface_hub.HfApi().model_info(ckpt.location, revision=ckpt.revision,
+                                                                    files_metadata=True),
                          what=f"reading the files of {ckpt.location}@{ckpt.revision} on the Hub")
     files, sizes = pinning.hub_files(info.siblings)
     _, chosen = pinning.select_weights(files, weights, f"{ckpt.model}/{ckpt.name}")

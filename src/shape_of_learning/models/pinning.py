@@ -19,7 +19,8 @@ import logging
 import re
 from pathlib import Path
 
-from huggingface_hub import HfApi, constants
+import huggingface_hub  # HfApi looked up when called: shape_of_learning.network
+from huggingface_hub import constants
 from huggingface_hub.errors import HfHubHTTPError, HTTPError, OfflineModeIsEnabled
 
 from shape_of_learning import network
@@ -112,7 +113,7 @@ def _pin_hub(repo: str, revision: str) -> tuple[str, dict[str, str], dict[str, i
     try:
         refs = revisions.hub_refs(repo)
         revisions.check_revision(repo, revision, refs, "on the Hub")
-        info = network.retry(lambda: HfApi().model_info(repo, revision=revision, files_metadata=True),
+        info = network.retry(lambda: huggingface_hub.HfApi().model_info(repo, revision=revision, files_metadata=True),
                              what=f"reading the files of {repo}@{revision} on the Hub")
     except HfHubHTTPError:
         raise  # the Hub answered (repo not found, gated, ...): its message says which

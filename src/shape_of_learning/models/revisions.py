@@ -12,7 +12,8 @@ import re
 from pathlib import Path
 
 import yaml
-from huggingface_hub import HfApi, constants
+import huggingface_hub  # HfApi looked up when called: shape_of_learning.network
+from huggingface_hub import constants
 from huggingface_hub.errors import HfHubHTTPError, HTTPError, OfflineModeIsEnabled
 
 from shape_of_learning import network, paths
@@ -28,7 +29,8 @@ class MissingRevisionError(ValueError):
 
 def hub_refs(repo: str) -> list[str]:
     """The branches and tags of a Hub model repository, read on the Hub (a transient failure retried)."""
-    refs = network.retry(lambda: HfApi().list_repo_refs(repo), what=f"listing the refs of {repo} on the Hub")
+    refs = network.retry(lambda: huggingface_hub.HfApi().list_repo_refs(repo),
+                         what=f"listing the refs of {repo} on the Hub")
     return sorted({ref.name for ref in [*refs.branches, *refs.tags]})
 
 
