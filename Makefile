@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 CORES  ?= 2
+# the tests on CORES workers (pytest-xdist), a module per worker: its module fixtures, e.g. the end-to-end run, run once
+PYTEST := $(BIN)/pytest -q -n $(CORES) --dist loadscope
 
 .PHONY: demo test check lint paper dry-run report slurm-test clean
 
@@ -16,13 +18,13 @@ demo: $(BIN)/snakemake  ## the whole DAG, offline, on the demo preset: results/f
 	$(BIN)/snakemake --cores $(CORES) --configfile presets/demo.yaml
 
 test: $(BIN)/snakemake  ## unit tests and the end-to-end run of the real DAG on the CI preset
-	$(BIN)/pytest -q
+	$(PYTEST)
 
 # Lint and dry runs write nothing: in a results folder of their own, `check` passes whichever config wrote results/
 CHECK_ROOT := --config results=results-check
 
 check: $(BIN)/snakemake  ## the fast loop (~1 min): unit tests without the DAG runs, lint, dry runs of the demo and the paper
-	$(BIN)/pytest -q -m "not slow" -p no:cacheprovider
+	$(PYTEST) -m "not slow" -p no:cacheprovider
 	$(BIN)/snakemake --lint --configfile presets/demo.yaml $(CHECK_ROOT)
 	$(BIN)/snakemake -n --quiet rules --configfile presets/demo.yaml $(CHECK_ROOT) > /dev/null
 	$(BIN)/snakemake -n --quiet rules $(CHECK_ROOT) > /dev/null
