@@ -160,7 +160,10 @@ def main() -> None:
     parser.add_argument("--analysis", action="store_true", help="measure a Rajaee & Pilehvar analysis job instead")
     parser.add_argument("--pairs", type=int, default=1500, help="the analysis's rated pairs (STS-B dev: 1,500)")
     args = parser.parse_args()
-    analysis(args) if args.analysis else extraction(args)
+    if args.analysis:
+        analysis(args)
+    else:
+        extraction(args)
 
 
 if __name__ == "__main__":
