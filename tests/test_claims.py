@@ -169,21 +169,20 @@ def shape(broken: str | None, model: str, kind: str, metric: str, index: int, co
 
 def summary_table(experiment, model: str, broken: str | None) -> pd.DataFrame:
     entry, checkpoints = experiment.models[model], experiment.checkpoints[model]
-    layers = np.arange(entry["layers"] + 1)
+    metrics, layers = ("anisotropy", "avg_cosine", "id_twonn", "id_mada", "id_mom"), np.arange(entry["layers"] + 1)
     columns = {"checkpoint": [], "step": [], "metric": [], "mean": []}  # one frame per model: thousands in all is slow
     for index, ckpt in enumerate(checkpoints):
-        for metric in ("anisotropy", "avg_cosine", "id_twonn", "id_mada", "id_mom"):
+        for metric in metrics:
             columns["mean"].append(shape(broken, model, entry["kind"], metric, index, len(checkpoints),
                                          entry["layers"], model_group(entry)))
             columns["checkpoint"].append(np.repeat(ckpt.name, len(layers)))
             columns["step"].append(np.repeat(ckpt.step, len(layers)))
             columns["metric"].append(np.repeat(metric, len(layers)))
-    rows = len(checkpoints) * 5 * len(layers)
     return pd.DataFrame({
         "model": model, "kind": entry["kind"], **{name: np.concatenate(parts) for name, parts in columns.items()},
-        "random_init": False, "dtype": "float32", "layer": np.tile(layers, rows // len(layers)),
+        "random_init": False, "dtype": "float32", "layer": np.tile(layers, len(checkpoints) * len(metrics)),
         "num_layers": entry["layers"], "after_final_norm": False, "health": None, "drawn_as": None, "std": 0.01,
-        "batches": 2}, index=range(rows))[SUMMARY_COLUMNS]
+        "batches": 2})[SUMMARY_COLUMNS]
 
 
 def health_table(experiment, model: str, broken: str | None) -> pd.DataFrame:
