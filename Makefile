@@ -6,7 +6,7 @@ CORES  ?= 2
 # the tests on CORES workers (pytest-xdist), a module per worker: its module fixtures, e.g. the end-to-end run, run once
 PYTEST := $(BIN)/pytest -q -n $(CORES) --dist loadscope
 
-.PHONY: demo test check lint paper dry-run report slurm-test clean
+.PHONY: demo test check lint check-dry-run-demo check-dry-run-paper paper dry-run report slurm-test clean
 
 $(BIN)/snakemake: requirements/*.txt pyproject.toml  ## the package, editable, with every pin of requirements/
 	$(PYTHON) -m venv $(VENV)
@@ -25,12 +25,17 @@ CHECK_ROOT := --config results=results-check
 
 check: $(BIN)/snakemake  ## the fast loop (~1 min): unit tests without the DAG runs, lint, dry runs of the demo and the paper
 	$(PYTEST) -m "not slow" -p no:cacheprovider
-	$(BIN)/snakemake --lint --configfile presets/demo.yaml $(CHECK_ROOT)
-	$(BIN)/snakemake -n --quiet rules --configfile presets/demo.yaml $(CHECK_ROOT) > /dev/null
-	$(BIN)/snakemake -n --quiet rules $(CHECK_ROOT) > /dev/null
+	$(MAKE) --no-print-directory -j $(CORES) --output-sync check-dry-run-paper lint check-dry-run-demo
 
+# check's Snakemake runs side by side (make -j), the longest first; dry runs and lint take no lock
 lint: $(BIN)/snakemake
 	$(BIN)/snakemake --lint --configfile presets/demo.yaml $(CHECK_ROOT)
+
+check-dry-run-demo: $(BIN)/snakemake
+	$(BIN)/snakemake -n --quiet rules --configfile presets/demo.yaml $(CHECK_ROOT) > /dev/null
+
+check-dry-run-paper: $(BIN)/snakemake
+	$(BIN)/snakemake -n --quiet rules $(CHECK_ROOT) > /dev/null
 
 paper: $(BIN)/snakemake  ## the paper's experiment (config.yaml): needs the Hub and, realistically, GPUs
 	$(BIN)/snakemake --cores $(CORES)
