@@ -24,7 +24,7 @@ METRICS_BATCH = 4096  # the batch size of `Calibration.metrics_batch_s`
 @dataclass(frozen=True)
 class Calibration:
     device: str  # what one device of the wall time is: "GPU", or "core" (one single-threaded job at a time)
-    measured: str  # where, when and with which commands
+    measured: str  # the machine and the commands that measured it (printed by the dry run)
     forward_parameters: int  # of the model shape whose passes were timed
     bare_tokens_per_s: dict[str, float]  # dtype: tokens/s of that shape's bare forward pass
     write_bytes_per_s: float  # hidden states written to Parquet shards (float16)
@@ -62,10 +62,10 @@ def write_rate(state_bytes: int, *measured: tuple[float, float]) -> float:
     return sum(rates) / len(rates)
 
 
-# docs/cost.md, "Calibration": benchmarks/cost_calibration.py on the reference machine, one thread, CPU time
+# docs/cost.md, "Calibration": benchmarks/cost_calibration.py on a 2-core CPU machine, one thread, CPU time
 CPU = Calibration(
     device="core",
-    measured="the reference machine, one thread per job, CPU time, 2026-12-02 (benchmarks/cost_calibration.py "
+    measured="a 2-core x86_64 machine without GPU, one thread per job, CPU time (benchmarks/cost_calibration.py "
              "--repeats 3 --tokens 8192)",
     forward_parameters=18_915_328,  # Pythia-70M's shape: 6 blocks of width 512
     bare_tokens_per_s={"float32": 1726},
@@ -75,13 +75,13 @@ CPU = Calibration(
     metrics_startup_s=3.26,
     metrics_batch_s={128: 0.3031, 384: 0.4982, 768: 0.8316})
 
-# docs/benchmarks.md, "On one H200": extract_speed.py --model pythia-410m --tokens 131072 --batch-size 32
+# docs/benchmarks.md, "On a GPU": extract_speed.py --model pythia-410m --tokens 131072 --batch-size 32
 # --max-length 1024; metrics_speed.py --dims 768 2560 4096 --device cuda; the demo DAG on CUDA (cuda_suite.sh):
 # extractions of 14 s and metrics jobs of 7 s whose work is a few hundredths of a second: start-up, all of it
 H200 = Calibration(
     device="GPU", auto_dtype="bfloat16",
-    measured="one H200, torch 2.11 + CUDA 13, 2026-11-29 (docs/benchmarks.md); weight loading: the reference "
-             "machine's CPU rate (no GPU was lent to measure it)",
+    measured="one H200 with 16 CPU cores, torch 2.11 + CUDA 13 (benchmarks/cuda_suite.sh, docs/benchmarks.md); "
+             "weight loading: the cpu calibration's rate, not measured on a GPU",
     forward_parameters=302_311_424,  # Pythia-410M's shape: 24 blocks of width 1024, 25 states stored as float16
     bare_tokens_per_s={"bfloat16": 196_642, "float32": 59_377},
     write_bytes_per_s=write_rate(25 * 1024 * 2, (196_642, 22_440), (59_377, 18_526)),
