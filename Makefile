@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 CORES  ?= 2
+# An extra package index for torch's build: https://download.pytorch.org/whl/cpu on a machine without a GPU, where
+# PyPI's Linux wheel is the CUDA build with gigabytes of NVIDIA packages (README). Read when .venv is created.
+TORCH_INDEX ?=
 # the tests on CORES workers (pytest-xdist), a module per worker: its module fixtures, e.g. the end-to-end run, run once
 PYTEST := $(BIN)/pytest -q -n $(CORES) --dist loadscope
 
@@ -11,7 +14,7 @@ PYTEST := $(BIN)/pytest -q -n $(CORES) --dist loadscope
 $(BIN)/snakemake: requirements/*.txt pyproject.toml  ## the package, editable, with every pin of requirements/
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[demo,test]"
+	$(BIN)/pip install --quiet $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) -e ".[demo,test]"
 	touch $@
 
 demo: $(BIN)/snakemake  ## the whole DAG, offline, on the demo preset: results/figures/, results/tables/
