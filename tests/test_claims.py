@@ -180,6 +180,8 @@ def test_one_group_above_another_means_its_lowest_above_the_others_highest():
 def test_most_means_more_than_the_share():
     assert P.majority({"0": True, "1": True, "2": True, "3": False}, share=0.5).holds
     assert P.majority({"0": True, "1": True, "2": False, "3": False}, share=0.5).holds is False
+    with pytest.raises(P.NotMeasurable, match="'most' needs 2"):
+        P.majority({"0": True}, share=0.5)
 
 
 def test_a_claim_of_several_parts_fails_on_any_no_and_is_not_measurable_on_any_gap():
@@ -295,6 +297,9 @@ def test_encoder_uniform(tmp_path):
              **profile_run("all-MiniLM-L6-v2", [0.2, 0.5, 0.9, 0.9, 0.5, 0.3, 0.2], kind="encoder")}
     assert holds(tmp_path / "no", files={**decoder, **bells}) == ["no"]
     assert holds(tmp_path / "empty", files=empty_like({**decoder, **encoders})) == ["not measurable"]
+    one = {**profile_run("demo-pythia", [0.5]), **profile_run("demo-bert", [0.5], kind="encoder"),
+           **profile_run("all-MiniLM-L6-v2", [0.3], kind="encoder")}
+    assert holds(tmp_path / "one", files=one) == ["not measurable"]
 
 
 def test_anisotropy_grows_then_stabilises(tmp_path):
@@ -379,6 +384,9 @@ def test_transformers_exceed_cnns(tmp_path):
     assert holds(tmp_path / "no", files=godey_run({"demo-vit": LEARNED, "demo-resnet": learned_cnn})) == ["no"]
     files = godey_run({"demo-vit": LEARNED, "demo-resnet": cnn})
     assert holds(tmp_path / "empty", files=empty_like(files)) == ["not measurable"]
+    untrained = {f"summary:{m}": summary(m, {0: {"avg_cosine": flat(0.3), "avg_cosine_centred": flat(0.1)}})
+                 for m in ("demo-vit", "demo-resnet")}  # step 0 only: nothing trained
+    assert holds(tmp_path / "one", files=untrained) == ["not measurable"]
     raw_only = godey_run({"demo-vit": {"avg_cosine": (0.1, 0.5)}, "demo-resnet": {"avg_cosine": (0.3, 0.3)}})
     row = judge(tmp_path / "raw only", demo(), "transformers_exceed_cnns", raw_only).iloc[0]
     assert row["holds"] == "not measurable" and "avg_cosine_centred" in row["reason"]  # the centred one not measured
@@ -425,6 +433,8 @@ def test_cls_more_anisotropic(tmp_path):
     assert holds(tmp_path / "no", files=same) == ["no"]
     files = pair_files("demo-bert", "demo-bert-simlex", lambda _: 1e-4, upper)
     assert holds(tmp_path / "empty", files=empty_like(files)) == ["not measurable"]
+    one = pair_files("demo-bert", "demo-bert-simlex", lambda _: 1e-4, upper, layers=0)
+    assert holds(tmp_path / "one", files=one) == ["not measurable"]
     degenerate = {name: table.assign(degenerate=True) for name, table in files.items()}  # every view degenerate
     assert judge(tmp_path / "degenerate", demo(), "cls_more_anisotropic", degenerate)["reason"].tolist() == [
         "no layer whose views are not degenerate"]
@@ -449,6 +459,9 @@ def test_roberta_more_anisotropic(tmp_path):
     less = pair_files("all-MiniLM-L6-v2", "minilm-simlex", lambda _: 1e-3, lambda layer: upper(layer) * 10)
     assert holds(tmp_path / "no", two_pairs(), files={**bert, **less}) == ["no"]
     assert holds(tmp_path / "empty", two_pairs(), files=empty_like({**bert, **roberta})) == ["not measurable"]
+    one = {**pair_files("demo-bert", "demo-bert-simlex", lambda _: 1e-4, upper, layers=0),
+           **pair_files("all-MiniLM-L6-v2", "minilm-simlex", lambda _: 1e-5, lambda _: 1e-5, layers=0)}
+    assert holds(tmp_path / "one", two_pairs(), files=one) == ["not measurable"]
     assert judge(tmp_path / "one pair", demo(), "roberta_more_anisotropic", {})["reason"].tolist() == [
         f"{SECTION}.pairs needs a pair with paper: BERT and one with paper: RoBERTa"]
 
@@ -545,6 +558,9 @@ def test_tinyllama_id_above_bloom(tmp_path):
     lower_at_the_end = training_run("tinyllama-1.1b", "id_twonn", [12, 30, 25, 18, 14, 10])
     assert holds(tmp_path / "no", files={**lower_at_the_end, **bloom}) == ["no"]
     assert holds(tmp_path / "empty", files=empty_like({**higher, **bloom})) == ["not measurable"]
+    one = {**training_run("tinyllama-1.1b", "id_twonn", [30]), **training_run("bloom-1b1-intermediate", "id_twonn",
+                                                                               [10])}
+    assert holds(tmp_path / "one", files=one) == ["not measurable"]
     assert verdicts(tmp_path / "demo", demo(), "tinyllama_id_above_bloom", {}) == ["not measurable"]
 
 

@@ -254,9 +254,9 @@ def groups_apart(high: dict[str, tuple[float, float]], low: dict[str, tuple[floa
 
 
 def majority(counted: dict[str, bool], *, share: float) -> Verdict:
-    """More than `share` of the items (layers) count."""
-    if not counted:
-        raise NotMeasurable("nothing to count")
+    """More than `share` of the items (layers) count. Needs two items: of one, "most" says nothing."""
+    if len(counted) < 2:
+        raise NotMeasurable(f"{len(counted)} item(s) ({', '.join(counted) or 'none'}): 'most' needs 2 or more")
     found = sum(counted.values())
     measured = f"{found} of {len(counted)} ({', '.join(name for name, ok in counted.items() if ok) or 'none'})"
     holds = found > share * len(counted)

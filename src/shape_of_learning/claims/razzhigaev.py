@@ -167,7 +167,7 @@ def _check_loss_while_id_falls(group: Group, reader, settings: dict) -> Verdict:
 
 
 def _check_tinyllama_above_bloom(group: Group, reader, settings: dict) -> Verdict:
-    tinyllama, bloom = (_id_series(reader, group, model, group.arguments["metric"], least=1)
+    tinyllama, bloom = (_id_series(reader, group, model, group.arguments["metric"], least=2)
                         for model in group.models)
     parts = {}
     for when, index in (("at the end of training", lambda series: len(series.means) - 1),

@@ -33,7 +33,7 @@ def _outcome(check, group: Group, reader, settings: dict) -> tuple[str, Verdict]
     message the reason and its traceback logged."""
     try:
         verdict = judged(check, group, reader, settings)
-    except Exception as error:  # noqa: BLE001  (any defect of one check must leave the other rows judged)
+    except Exception as error:  # any defect of one check must leave the other rows judged
         logger.exception("claim %s (%s) raised", group.claim, group.label)
         return ERROR, Verdict(None, "", f"{type(error).__name__}: {error}")
     return HOLDS[verdict.holds], verdict
