@@ -9,7 +9,7 @@
 
 verify: is a finished run complete (every output, every row of the tables, all finite)? It prints the claims
 scorecard too, judged on the tables the run has (a partial run's too); its exit status says whether the run is
-complete, never whether a claim holds. disk: the download and disk volume a config needs, per model
+complete and no check raised, never whether a claim holds. disk: the download and disk volume a config needs, per model
 (shape_of_learning.experiment.disk). cost: its download, device time by term, device-hours and wall time on N
 devices, per model (shape_of_learning.experiment.cost). refs: a Hub model's branches and tags by step, the configured
 ones marked and missing ones named (shape_of_learning.models.revisions). path: where a config's run writes a file of
@@ -38,17 +38,21 @@ def _load(*configfiles: Path) -> dict:
 
 def verify(args) -> int:
     """Print what is missing, the claims scorecard (judged on the tables the run has, `verify.scorecard_lines`), and
-    whether the run is complete: the exit status says that alone, never whether a claim holds."""
+    whether the run is complete: the exit status says that and whether a claim's check raised (a defect), never
+    whether a claim holds."""
     config = _load(*args.configfiles)
     from shape_of_learning.experiment.verify import problems, scorecard_lines
 
     found = problems(config, args.directory)
     for problem in found:
         print(problem, file=sys.stderr)
-    for line in scorecard_lines(config, args.directory):
+    said, defects = scorecard_lines(config, args.directory)
+    for line in said:
         print(line)
+    for defect in defects:
+        print(defect, file=sys.stderr)
     print("run incomplete" if found else f"run complete: {args.directory}")
-    return 1 if found else 0
+    return 1 if found or defects else 0
 
 
 def _volumes(args):

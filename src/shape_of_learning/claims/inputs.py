@@ -1,7 +1,9 @@
-"""What a claim reads: the files of its group (`catalogue.Group.files`), read from the run's folder once per
-scorecard, and the rows it judges, chosen as the figures choose theirs (shape_of_learning.figures.rows): the final
-checkpoint, the training checkpoints' layer average, the initialisation. A checkpoint that is not its step's model
-(its health) never enters a claim, whatever `figures.flagged` draws.
+"""What a claim reads: the files of its group (`claim.Group.files`), read from the run's folder once per scorecard,
+and the rows it judges, chosen as the figures choose theirs (shape_of_learning.figures.rows): the final checkpoint,
+the training checkpoints' layer average, the initialisation. A checkpoint that is not its step's model (its health)
+never enters a claim on the representations, whatever `figures.flagged` draws; the loss claim reads every loss and
+names the checkpoints health leaves out (`loss_series`). A layer the tables mark degenerate (all vectors zero, or one
+vector) enters no claim.
 
 Anything that keeps a claim from being judged raises `NotMeasurable` with the reason: a model that cannot be had, a
 file missing (a partial run), a metric not measured, too few checkpoints, one batch or one seed (no spread to
@@ -16,11 +18,29 @@ import pandas as pd
 from shape_of_learning.claims.predicates import NotMeasurable
 from shape_of_learning.figures.rows import (apply_health, final_checkpoints, initial_checkpoints, layer_average, select,
                                             training_checkpoints)
+# The Rajaee & Pilehvar stage's package and config section (issue 44 renames both `rajaee_pilehvar`): the claims'
+# only references to either; the claims import its citation, setting names and page layout from here.
+from shape_of_learning.finetuning import CITATION as RAJAEE_PILEHVAR
+from shape_of_learning.finetuning.tables import SETTING_NAMES, document
+from shape_of_learning.metrics.registry import METRICS
 
+RAJAEE_PILEHVAR_SECTION = "finetuning"
 OMIT = "omit"  # checkpoints that are not their step's model are left out of every claim (figures.rows.apply_health)
+DEGENERATE = "degenerate"  # a column of the tables: a layer whose vectors are all zero, or one vector
 ONE_BATCH = ("one batch per layer (metrics.batches: 1) gives no batch-to-batch std to measure a margin in; measure "
              "two or more")
-ONE_SEED = ("one seed (finetuning.seeds) gives no std over seeds to measure a margin in; list two or more seeds")
+ONE_SEED = (f"one seed ({RAJAEE_PILEHVAR_SECTION}.seeds) gives no std over seeds to measure a margin in; list two or "
+            "more seeds")
+
+
+def is_id_estimator(metric: str) -> bool:
+    """Whether `metric` estimates an intrinsic dimension (its function is in metrics/intrinsic_dimension.py)."""
+    return metric in METRICS and METRICS[metric].function.startswith("intrinsic_dimension.")
+
+
+def without_degenerate(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a table whose layer is not marked degenerate (a table without the column has none)."""
+    return table[~table[DEGENERATE].eq(True)] if DEGENERATE in table else table
 
 
 class Reader:
@@ -44,9 +64,10 @@ class Reader:
         return self.read[path]
 
     def summary(self, group, model: str) -> pd.DataFrame:
-        """A model's summary table: its checkpoints', and its random-init baseline's where the group reads one."""
+        """A model's summary table: its checkpoints', and its random-init baseline's where the group reads one; the
+        layers marked degenerate left out."""
         names = [name for name in (f"summary:{model}", f"baseline:{model}") if name in group.files]
-        return pd.concat([self.frame(group, name) for name in names], ignore_index=True)
+        return without_degenerate(pd.concat([self.frame(group, name) for name in names], ignore_index=True))
 
 
 class PaperValues:
@@ -59,8 +80,8 @@ class PaperValues:
 
     def frame(self, group, name: str) -> pd.DataFrame:
         table = self.reader.frame(group, name).dropna(subset=["paper_performance"])
-        return table.assign(performance=table["paper_performance"], isotropy_u_only=table["paper_isotropy"],
-                            removed=table["paper_removed"], performance_std=0.0, isotropy_u_only_std=0.0)
+        return table.assign(performance=table["paper_performance"], isotropy=table["paper_isotropy"],
+                            removed=table["paper_removed"], performance_std=0.0, isotropy_std=0.0)
 
 
 def _refusals_not_measurable(choose):
@@ -73,6 +94,8 @@ def _refusals_not_measurable(choose):
             rows = choose(*args, **kwargs)
         except ValueError as refusal:
             raise NotMeasurable(str(refusal)) from None
+        if rows.empty:
+            raise NotMeasurable(f"no rows of {args[1]} {args[2]} to judge")
         if rows["std"].isna().any():
             raise NotMeasurable(ONE_BATCH)
         return rows
@@ -103,11 +126,15 @@ def training_series(summary: pd.DataFrame, model: str, metric: str, layer_averag
     return layer_average(training_checkpoints(rows), **layer_average_over).sort_values("step", ignore_index=True)
 
 
-def losses(health: pd.DataFrame, since: float) -> pd.DataFrame:
-    """The training checkpoints from step `since` on whose loss was measured and who are their step's model, each
-    group of checkpoints that are one model once (`drawn_as`), in step order."""
-    if health["loss"].isna().all():
+def loss_series(health: pd.DataFrame, since: float) -> tuple[pd.DataFrame, str]:
+    """Every training checkpoint from step `since` on whose loss was measured, unfiltered: health's verdicts decide
+    what the figures draw, not what the loss did. In step order; and the checkpoints among them that health leaves
+    out of the figures or draws as another, with why (empty where none)."""
+    if health.empty or health["loss"].isna().all():
         notes = sorted(set(health["loss_note"].dropna())) or ["none recorded"]
         raise NotMeasurable(f"no loss at any checkpoint ({'; '.join(notes)})")
-    kept = (health["step"] >= since) & health["loss"].notna() & health["health"].isna() & health["drawn_as"].isna()
-    return health[kept].sort_values("step", ignore_index=True)
+    rows = health[(health["step"] >= since) & health["loss"].notna()].sort_values("step", ignore_index=True)
+    left_out = [f"step {row.step:g} ({row.health})" if pd.notna(row.health) else
+                f"step {row.step:g} (drawn as {row.drawn_as})"
+                for row in rows.itertuples() if pd.notna(row.health) or pd.notna(row.drawn_as)]
+    return rows, "; ".join(left_out)

@@ -2,26 +2,41 @@
 results/tables/claims.csv), as the report's claims page (`render`) and as the lines `verify` prints (`lines`).
 
 Whether a claim holds is a result, never a failure: the scorecard is written whatever it says, and `verify`'s exit
-status reflects the run's completeness only.
+status reflects the run's completeness. A check that raises anything but NotMeasurable is a defect of the check: its
+row says `error` with the message, the other rows are judged, and `verify` fails (`errors`).
 """
 
+import logging
 from html import escape
 from pathlib import Path
 
 import pandas as pd
 
-from shape_of_learning.claims.inputs import PaperValues, Reader
-from shape_of_learning.claims.predicates import HOLDS, Verdict, judged
 from shape_of_learning.claims.catalogue import CLAIMS, Group
-from shape_of_learning.finetuning.tables import document
+from shape_of_learning.claims.inputs import PaperValues, Reader, document
+from shape_of_learning.claims.predicates import ERROR, HOLDS, Verdict, judged
 
-# claim: its name in catalogue.CLAIMS; source: the paper's section or figure; statement: the claim paraphrased;
-# group: the models it is judged on, `models` naming them; predicate and thresholds: how, with the config's
-# `claims:`; measured: the values it was judged on; holds: yes, no or not measurable; reason: why not (empty where it
-# holds); on_paper_values: the same predicate on the paper's own numbers, where the run's tables carry them (Rajaee &
-# Pilehvar's Tables 1-2); note: where the reading is the project's own
-COLUMNS = ["claim", "paper", "source", "statement", "group", "models", "predicate", "thresholds", "measured", "holds",
-           "reason", "on_paper_values", "note"]
+logger = logging.getLogger(__name__)
+
+# claim: its name in catalogue.CLAIMS; source: the paper's section, figure or table; quote: the paper's own words;
+# statement: the claim in a sentence; group: the models it is judged on, `models` naming them; predicate and
+# thresholds: how, with the config's `claims:`; measured: the values it was judged on; holds: yes, no, not
+# measurable, or error (the check raised: a defect); reason: why not (empty where it holds); on_paper_values: the
+# same predicate on the paper's own numbers, where the run's tables carry them (Rajaee & Pilehvar's Tables 1-2);
+# note: where the reading is the project's own
+COLUMNS = ["claim", "paper", "source", "quote", "statement", "group", "models", "predicate", "thresholds", "measured",
+           "holds", "reason", "on_paper_values", "note"]
+
+
+def _outcome(check, group: Group, reader, settings: dict) -> tuple[str, Verdict]:
+    """The row's word (yes, no, not measurable, error) and its verdict; an unexpected exception is `error`, its
+    message the reason and its traceback logged."""
+    try:
+        verdict = judged(check, group, reader, settings)
+    except Exception as error:  # any defect of one check must leave the other rows judged
+        logger.exception("claim %s (%s) raised", group.claim, group.label)
+        return ERROR, Verdict(None, "", f"{type(error).__name__}: {error}")
+    return HOLDS[verdict.holds], verdict
 
 
 def scorecard(groups: list[Group], settings: dict, unavailable: dict[str, str] | None = None,
@@ -31,24 +46,31 @@ def scorecard(groups: list[Group], settings: dict, unavailable: dict[str, str] |
     reader, rows = Reader(root, unavailable), []
     for group in groups:
         claim = CLAIMS[group.claim]
-        verdict = Verdict(None, "", group.empty) if group.empty else judged(claim.check, group, reader, settings)
+        holds, verdict = ((HOLDS[None], Verdict(None, "", group.empty)) if group.empty else
+                          _outcome(claim.check, group, reader, settings))
         paper = ""
         if claim.on_paper_values and group.arguments.get("paper"):
-            paper = HOLDS[judged(claim.check, group, PaperValues(reader), settings).holds]
-        rows.append({"claim": claim.name, "paper": claim.paper, "source": claim.source, "statement": claim.statement,
-                     "group": group.label, "models": ", ".join(group.models),
+            paper = _outcome(claim.check, group, PaperValues(reader), settings)[0]
+        rows.append({"claim": claim.name, "paper": claim.paper, "source": claim.source, "quote": claim.quote,
+                     "statement": claim.statement, "group": group.label, "models": ", ".join(group.models),
                      "predicate": claim.predicate.format(**settings),
                      "thresholds": "; ".join(f"claims.{key}: {settings[key]}" for key in claim.thresholds),
-                     "measured": verdict.measured, "holds": HOLDS[verdict.holds], "reason": verdict.reason,
+                     "measured": verdict.measured, "holds": holds, "reason": verdict.reason,
                      "on_paper_values": paper, "note": claim.note})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+def errors(card: pd.DataFrame) -> pd.DataFrame:
+    """The rows whose check raised (`holds` error), on the run's numbers or the paper's: defects, not findings."""
+    return card[(card["holds"] == ERROR) | (card["on_paper_values"] == ERROR)]
+
+
 def tally(card: pd.DataFrame) -> str:
-    """"13 rows: 5 hold, 6 do not, 2 not measurable"."""
+    """"13 rows: 5 hold, 6 do not, 2 not measurable" (", 1 error" where a check raised)."""
     counts = card["holds"].value_counts()
-    return (f"{len(card)} rows: {counts.get(HOLDS[True], 0)} hold, {counts.get(HOLDS[False], 0)} do not, "
-            f"{counts.get(HOLDS[None], 0)} not measurable")
+    found = (f"{len(card)} rows: {counts.get(HOLDS[True], 0)} hold, {counts.get(HOLDS[False], 0)} do not, "
+             f"{counts.get(HOLDS[None], 0)} not measurable")
+    return found + (f", {counts[ERROR]} error" if ERROR in counts else "")
 
 
 def lines(card: pd.DataFrame) -> list[str]:
@@ -63,7 +85,7 @@ def lines(card: pd.DataFrame) -> list[str]:
 
 
 STYLE = ("td.yes {background: #d9f2d9} td.no {background: #f8d7d7} td.not-measurable {background: #eee} "
-         "td {text-align: left; vertical-align: top; max-width: 40em}")
+         "td.error {background: #f5c06f} td {text-align: left; vertical-align: top; max-width: 40em}")
 
 
 def render(card: pd.DataFrame, title: str) -> str:
@@ -72,7 +94,8 @@ def render(card: pd.DataFrame, title: str) -> str:
               "predicate (thresholds)"]
     body = []
     for row in card.itertuples():
-        claim = f"<b>{escape(row.claim)}</b><br>{escape(row.statement)}"
+        claim = (f"<b>{escape(row.claim)}</b><br>{escape(row.statement)}<br><small>&ldquo;{escape(row.quote)}&rdquo;"
+                 "</small>")
         if row.note:
             claim += f"<br><i>{escape(row.note)}</i>"
         cells = [f"<td class='{row.holds.replace(' ', '-')}'>{escape(row.holds)}</td>", f"<td>{claim}</td>",

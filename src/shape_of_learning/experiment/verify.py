@@ -1,6 +1,6 @@
 """Check a finished run: every final output of the plan exists, the metrics table holds exactly the rows the config
 asks for, all finite, and the Rajaee & Pilehvar tables are complete and finite; and its claims scorecard, judged on
-the tables it has (whether a claim holds is no problem of the run's).
+the tables it has (whether a claim holds is no problem of the run's; a check that raises is one of the scorecard's).
 
     python -m shape_of_learning verify presets/demo.yaml [presets/ci.yaml] [--directory WORKDIR]
 
@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from shape_of_learning import paths
-from shape_of_learning.claims.scorecard import lines, scorecard
+from shape_of_learning.claims.scorecard import errors, lines, scorecard
 from shape_of_learning.experiment.dag import RAJAEE_PILEHVAR_TABLES, Experiment, plan
 from shape_of_learning.metrics.tables import ROW_KEY
 
@@ -43,12 +43,16 @@ def problems(config: dict, workdir: Path) -> list[str]:
     return found
 
 
-def scorecard_lines(config: dict, workdir: Path) -> list[str]:
+def scorecard_lines(config: dict, workdir: Path) -> tuple[list[str], list[str]]:
     """The claims scorecard of the run in `workdir`, judged now on the tables it has (as its evaluate_claims job
-    judges them: a partial run's missing tables make their claims not measurable), as lines; none where the config
-    has no `claims:`."""
+    judges them: a partial run's missing tables make their claims not measurable), as lines; and its rows whose check
+    raised (`holds` error: a defect of the scorecard, not a finding), named. None where the config has no
+    `claims:`."""
     groups = plan(config).claims
-    return lines(scorecard(groups, config["claims"], root=Path(workdir))) if groups else []
+    if not groups:
+        return [], []
+    card = scorecard(groups, config["claims"], root=Path(workdir))
+    return lines(card), [f"claims: {row.claim} ({row.group}) raised: {row.reason}" for row in errors(card).itertuples()]
 
 
 def _metrics_table(experiment: Experiment, config: dict, table: Path) -> list[str]:
