@@ -290,6 +290,8 @@ def test_a_decoder_s_loss_is_its_next_token_loss_window_by_window_and_leaves_the
     losses = [loss for index, loss in enumerate(kept[:40]) if index % 4 == 0 and loss is not None][:10]
     assert manifest["loss"]["kind"] == "next-token" and manifest["loss"]["tokens"] == len(losses) >= 5
     assert manifest["loss"]["value"] == pytest.approx(np.mean(losses), rel=1e-5)
+    assert manifest["loss"]["sum_squares"] == pytest.approx(np.sum(np.square(losses)), rel=1e-5)  # its error's
+    assert manifest["loss"]["vocab_size"] == model.config.vocab_size  # the head's classes: ln V, a uniform guess
     assert plain["loss"] == {"kind": None, "value": None, "tokens": 0, "seconds": plain["loss"]["seconds"],
                              "reason": "not asked for (extraction.loss.tokens: 0)"}
 
@@ -305,7 +307,8 @@ def test_the_next_token_loss_takes_every_kth_kept_token_once_though_a_batch_is_r
     logits[[0, 1, 2], [1, 4, 7]] = 100.0  # certain of the right next token
     loss.add(logits, input_ids, positions)
     assert loss.positions(kept).sum() == 0  # the budget is met and the first 9 tokens are past
-    assert loss.record() == {"kind": "next-token", "value": pytest.approx(0.0, abs=1e-6), "tokens": 3, "reason": ""}
+    assert loss.record() == {"kind": "next-token", "value": pytest.approx(0.0, abs=1e-6), "tokens": 3,
+                             "sum_squares": pytest.approx(0.0, abs=1e-9), "vocab_size": 12, "reason": ""}
 
 
 @pytest.mark.parametrize("family", ["bert", "roberta", "albert"])
@@ -330,6 +333,9 @@ def test_an_encoder_s_masked_lm_loss_comes_from_a_pass_of_its_own(saved_models, 
     transformers.AutoTokenizer.from_pretrained(entry["path"]).save_pretrained(tmp_path / "uniform")
     uniform = run({**entry, "path": str(tmp_path / "uniform")}, tmp_path / "u", loss=LOSS)["loss"]
     assert uniform["value"] == pytest.approx(np.log(model.config.vocab_size), rel=1e-6)
+    # every masked token scores ln V alike: a sum of squares of tokens x (ln V)^2, a standard error of 0
+    assert uniform["vocab_size"] == model.config.vocab_size
+    assert uniform["sum_squares"] == pytest.approx(uniform["tokens"] * np.log(model.config.vocab_size) ** 2, rel=1e-6)
 
 
 def test_a_checkpoint_without_its_head_reports_no_loss_and_why(saved_models, tmp_path):

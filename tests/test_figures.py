@@ -226,7 +226,7 @@ def test_the_loss_figure_draws_each_loss_and_its_fit_and_crosses_out_the_flagged
     manifests = [{"checkpoint": pin["checkpoint"], "step": pin["step"], "dtype": "float32",
                   "fingerprint": {"layers": [[pin["step"]]]},
                   "loss": {"kind": "next-token", "value": losses[pin["step"]], "tokens": 4096}} for pin in pins]
-    health = assess(pins, manifests, {"out_of_place": 0.25, "same_behaviour": {"float32": 1e-4}})
+    health = assess(pins, manifests, load_config(REPO / "config.yaml")["health"])
     figure = loss_across_checkpoints(health, "dec", *outputs(tmp_path, "loss"))
     assert_written(tmp_path, "loss")
     (ax,) = figure.axes

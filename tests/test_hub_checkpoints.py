@@ -6,8 +6,8 @@ revision sharded with its index, one whose blob equals another's (EleutherAI/pyt
 (#206), a Bloom series without tokenizer files (its tokenizer in another repository), and a configured revision that
 the repository lacks. A second series is a real decoder trained by the pipeline's own training code, published with
 every defect upstream shows: step0 = step1 by construction (gpt-neox's first update at learning rate 0), the final
-model re-published under an early branch, a broken late branch, and a re-serialised copy. Snakemake runs pin,
-extraction, health, metrics, tables and figures on them with HF_HUB_OFFLINE=1.
+model re-published under an early and a mid-series branch, a broken late branch, and a re-serialised copy. Snakemake
+runs pin, extraction, health, metrics, tables and figures on them with HF_HUB_OFFLINE=1.
 """
 
 import io
@@ -156,16 +156,20 @@ def test_pytorch_only_series_pins_extracts_and_flags_duplicates_offline(hub_cach
              [["identical_to", "shared_files", "health", "drawn_as"]])
     flags = flags.astype(object).where(flags.notna(), None)
     shard = "pytorch_model-00001-of-00002.bin"
-    # weights near initialisation: every loss is near ln(300), so none is out of place and each group is drawn once
-    assert flags.to_dict("index") == {
-        "step0": {"identical_to": "step1", "shared_files": None, "health": None, "drawn_as": None},
-        "step1": {"identical_to": "step0", "shared_files": None, "health": None, "drawn_as": "step0"},
-        "step2": {"identical_to": "step5", "shared_files": None, "health": None, "drawn_as": None},
-        "step3": {"identical_to": None, "shared_files": f"{shard}=step2", "health": f"a mixture: shares {shard}=step2",
-                  "drawn_as": None},  # one shard in common
-        "step5": {"identical_to": "step2", "shared_files": None, "health": None, "drawn_as": "step2"},
-        "step6": {"identical_to": None, "shared_files": None, "health": None, "drawn_as": None},
+    # weights near initialisation: every loss is near ln(300), so none is broken; step0 = step1 is one model by design,
+    # drawn once; step2 = step5 sit where the losses are flat, so nothing tells which holds its own step
+    for name, other in (("step2", "step5"), ("step5", "step2")):
+        assert flags.loc[name, "health"].startswith(f"same model as {other}, and the losses cannot tell which holds")
+    assert flags.drop(columns="health").to_dict("index") == {
+        "step0": {"identical_to": "step1", "shared_files": None, "drawn_as": None},
+        "step1": {"identical_to": "step0", "shared_files": None, "drawn_as": "step0"},
+        "step2": {"identical_to": "step5", "shared_files": None, "drawn_as": None},
+        "step3": {"identical_to": None, "shared_files": f"{shard}=step2", "drawn_as": None},  # one shard in common
+        "step5": {"identical_to": "step2", "shared_files": None, "drawn_as": None},
+        "step6": {"identical_to": None, "shared_files": None, "drawn_as": None},
     }
+    assert flags.loc["step3", "health"] == f"a mixture: shares {shard}=step2"
+    assert flags.loc[["step0", "step1", "step6"], "health"].isna().all()
     values = pd.read_parquet(tmp_path / "results/tables/metrics.parquet")
     assert set(values["checkpoint"]) >= {"step0", "step1", "step2", "step3", "step5"}  # the table keeps every row
     log = (tmp_path / "logs/plot_figure/profile_pythia-tiny_anisotropy.log").read_text()
@@ -174,8 +178,8 @@ def test_pytorch_only_series_pins_extracts_and_flags_duplicates_offline(hub_cach
 
 TRAINED = "EleutherAI/pythia-trained"
 # revision -> what it serves: a trained step, or a defect (final, broken, copy)
-SERIES = {"step0": 0, "step1": 1, "step2": "final", "step5": 5, "step10": 10, "step20": 20, "step30": "broken",
-          "step40": 40, "step45": "copy of step40", "step50": 50, "step60": 60}
+SERIES = {"step0": 0, "step1": 1, "step2": "final", "step5": 5, "step10": 10, "step20": 20, "step25": "final",
+          "step30": "broken", "step40": 40, "step45": "copy of step40", "step50": 50, "step60": 60}
 GENUINE = [step for step, served in SERIES.items() if isinstance(served, int)]
 
 
@@ -229,14 +233,21 @@ def test_a_trained_series_with_upstream_s_defects_is_judged_by_its_loss(trained_
     verdicts = health[["health", "drawn_as"]].astype(object).where(health[["health", "drawn_as"]].notna(), None)
     assert verdicts.loc["step1"].tolist() == [None, "step0"]  # one model by design, its loss fitting: drawn once
     assert verdicts.loc["step2", "health"].startswith("out of place: loss")  # the final model under an early name
-    assert verdicts.loc["step2", "health"].endswith("same model as step60")
+    assert verdicts.loc["step2", "health"].endswith("same model as step25, step60")
+    # ... and under a mid-series one: within the series' fit (0.25), but not where step20 and step50 put step25
+    assert verdicts.loc["step25", "health"].startswith("another step's model: same model as step2, step60, of which "
+                                                       "step60 holds its own step; here loss")
+    assert verdicts.loc["step60"].tolist() == [None, None]  # the genuine final, at its own step
     assert verdicts.loc["step30", "health"].startswith("out of place: loss")  # random weights late in the series
     assert health.loc["step45", "behaves_like"].startswith("step40 (") and pd.isna(health.loc["step45", "identical_to"])
-    assert verdicts.loc["step45"].tolist() == [None, "step40"]  # other bytes, the same model
-    genuine = [step for step in GENUINE if step != "step1"]
+    for copy, other in (("step40", "step45"), ("step45", "step40")):  # other bytes, the same model, in a flat stretch
+        assert verdicts.loc[copy, "health"].startswith(f"same model as {other}, and the losses cannot tell")
+    genuine = [step for step in GENUINE if step not in ("step1", "step40")]
     assert verdicts[verdicts["health"].isna() & verdicts["drawn_as"].isna()].index.tolist() == genuine
     summary = pd.read_parquet(tmp_path / "results/tables/summary.parquet")
     assert set(summary.loc[summary["health"].isna() & summary["drawn_as"].isna(), "checkpoint"]) == set(genuine)
+    assert set(summary["checkpoint"]) == set(SERIES)  # every checkpoint keeps its rows: the unfiltered series
     log = (tmp_path / "logs/plot_figure/id_across_checkpoints.log").read_text()
     assert "trained/step2 (out of place" in log and "trained/step30 (out of place" in log
+    assert "trained/step25 (another step's model" in log
     assert (tmp_path / "results/figures/loss_trained.png").stat().st_size > 10_000

@@ -12,6 +12,10 @@ which would be one or two articles), in nats:
   measured: every k-th planned window (k such that about `tokens` are masked), whole windows until `tokens` are,
   `mask_probability` of their non-special tokens replaced by the mask token (chosen with `seed`; no 80/10/10 as in
   training), the loss averaged over the masked tokens.
+
+Each record also carries the per-token losses' sum of squares (`sum_squares`), from which the health stage computes
+the loss's standard error (`shape_of_learning.health.assess`), and the head's number of classes (`vocab_size`): a
+uniform guess over them scores ln(vocab_size), the bound a broken checkpoint's loss lies above.
 """
 
 import numpy as np
@@ -26,7 +30,7 @@ class NextTokenLoss:
 
     def __init__(self, budget: int, n_tokens: int):
         self.budget, self.n_tokens, self.stride = budget, n_tokens, max(1, n_tokens // budget)
-        self.total, self.count, self.seen, self.pending = 0.0, 0, 0, 0
+        self.total, self.squares, self.count, self.seen, self.pending, self.classes = 0.0, 0.0, 0, 0, 0, None
 
     def positions(self, kept: torch.Tensor) -> torch.Tensor:
         """The (B, L) positions whose logits predict this batch's share of the loss's tokens: p - 1 for each chosen
@@ -44,20 +48,21 @@ class NextTokenLoss:
         """`logits` (n, vocabulary) at the n `positions` (row-major order), whose targets are the next input ids."""
         targets = input_ids[:, 1:][positions[:, :-1]].to(logits.device)
         # summed on the device in float64 (as Python floats would be): no GPU wait per batch
-        self.total = self.total + torch.nn.functional.cross_entropy(logits.float(), targets, reduction="sum").double()
+        losses = torch.nn.functional.cross_entropy(logits.float(), targets, reduction="none").double()
+        self.total, self.squares = self.total + losses.sum(), self.squares + losses.square().sum()
         self.count += len(targets)
         self.seen += self.pending
+        self.classes = logits.shape[-1]
 
     def record(self) -> dict:
-        return {"kind": "next-token", "value": float(self.total) / self.count if self.count else None,
-                "tokens": self.count, "reason": "" if self.count else "no kept token has a prefix"}
+        return _record("next-token", self.total, self.squares, self.count, self.classes, "no kept token has a prefix")
 
 
 def masked_lm_loss(model, source: TextInputs, tokenizer, *, budget: int, mask_probability: float, seed: int,
                    batch_size: int, device: torch.device) -> dict:
     """The masked-LM loss of an encoder with its head on windows spread over `source`'s (module docstring)."""
     if tokenizer.mask_token_id is None:
-        return {"kind": "masked-lm", "value": None, "tokens": 0, "reason": "the tokenizer has no mask token"}
+        return _record("masked-lm", 0.0, 0.0, 0, None, "the tokenizer has no mask token")
     specials = torch.tensor(sorted(tokenizer.all_special_ids))
     windows = [torch.tensor(ids) for _, ids, _ in source.plan]
     candidates = [torch.isin(ids, specials, invert=True) for ids in windows]
@@ -70,7 +75,7 @@ def masked_lm_loss(model, source: TextInputs, tokenizer, *, budget: int, mask_pr
         masked_count += int(masked.sum())
         if masked_count >= budget:
             break
-    total, count = 0.0, 0
+    total, squares, count, classes = 0.0, 0.0, 0, None
     for start in range(0, len(rows), batch_size):
         chunk = rows[start:start + batch_size]
         longest = max(len(ids) for ids, _ in chunk)
@@ -85,8 +90,15 @@ def masked_lm_loss(model, source: TextInputs, tokenizer, *, budget: int, mask_pr
             continue
         with torch.inference_mode():
             logits = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device)).logits
-        total += torch.nn.functional.cross_entropy(logits[masked.to(logits.device)].float(),
-                                                   labels[masked].to(logits.device), reduction="sum").item()
-        count += int(masked.sum())
-    return {"kind": "masked-lm", "value": total / count if count else None, "tokens": count,
-            "reason": "" if count else "no token was masked"}
+        losses = torch.nn.functional.cross_entropy(logits[masked.to(logits.device)].float(),
+                                                   labels[masked].to(logits.device), reduction="none").double()
+        total, squares = total + losses.sum().item(), squares + losses.square().sum().item()
+        count, classes = count + int(masked.sum()), logits.shape[-1]
+    return _record("masked-lm", total, squares, count, classes, "no token was masked")
+
+
+def _record(kind: str, total, squares, count: int, classes: int | None, empty: str) -> dict:
+    """The manifest's loss record: the mean of `count` per-token losses summing to `total`, their `squares`' sum,
+    and the head's `classes`; without a token, `empty` says why."""
+    return {"kind": kind, "value": float(total) / count if count else None, "tokens": count,
+            "sum_squares": float(squares) if count else None, "vocab_size": classes, "reason": "" if count else empty}

@@ -52,8 +52,8 @@ def apply_health(rows: pd.DataFrame, policy: str) -> tuple[pd.DataFrame, pd.Data
     """The rows to draw, by the checkpoints' health (`shape_of_learning.health.assess`), and the checkpoints for the
     footnote (model, checkpoint, step, reason, drawn_as).
 
-    A checkpoint drawn as another of its group (`drawn_as`: the same model, its loss fitting its step) is not drawn
-    again, and the one it is drawn as gets the label "step0 (= step1)". A checkpoint that is not its step's model
+    A checkpoint drawn as another of its group (`drawn_as`: one model by design, as Pythia's step0 = step1) is not
+    drawn again, and the one it is drawn as gets the label "step0 (= step1)". A checkpoint that is not its step's model
     (`health`) is left out (`omit`), or drawn with a boolean `flagged` column set (`mark`).
     """
     if policy not in FLAGGED_POLICIES:

@@ -54,7 +54,8 @@ def footnote(figure, rows: pd.DataFrame, noted: pd.DataFrame, policy: str, setti
         verb = "Left out" if policy == "omit" else "Hollow markers / dashed lines"
         lines.append(f"{verb}, not their step's model: " + describe(flagged))
     if len(merged := noted.dropna(subset="drawn_as")):
-        lines.append("Drawn once, as the first of their group (the same model, each loss fitting its step): "
+        lines.append("Drawn once, as the first of their group (one model by design at the start of training, "
+                     "health.identical_by_design): "
                      + describe(merged))
     if lines:
         figure.text(0.0, 0.0, "\n".join(textwrap.fill(line, 150) for line in lines), ha="left", va="top",
