@@ -23,8 +23,8 @@ from shape_of_learning.experiment.config import ConfigError, load_config, valida
 from shape_of_learning.experiment.dag import plan
 from shape_of_learning.experiment.outcome import drop_unavailable
 from shape_of_learning.figures.modality import model_group
-from shape_of_learning.finetuning.analysis import variants
-from shape_of_learning.finetuning.tables import comparison, paper_values
+from shape_of_learning.rajaee_pilehvar.analysis import variants
+from shape_of_learning.rajaee_pilehvar.tables import comparison, paper_values
 from shape_of_learning.health.assess import COLUMNS as HEALTH_COLUMNS
 from shape_of_learning.metrics.tables import SUMMARY_COLUMNS
 
@@ -216,13 +216,13 @@ def settings_tables(config: dict, experiment, broken: str | None, paper: str) ->
     (two seeds, 0.05 apart), so that the paper's pattern holds; one cell moved where `broken`."""
     key = ["state", "setting", "which", "removed"]
     cells = paper_values().query("model == @paper").drop_duplicates(key).set_index(key)  # Table 2 repeats a baseline
-    ours = config["finetuning"]["least_directions"]  # the demo's 17 and 117 beside the paper's 100 and 700
+    ours = config["rajaee_pilehvar"]["least_directions"]  # the demo's 17 and 117 beside the paper's 100 and 700
     rows = []
     for job in experiment.analyses:
         if not job.pair:
             continue
         for seed in job.seeds:
-            for variant in variants(config["finetuning"]["directions"], ours):
+            for variant in variants(config["rajaee_pilehvar"]["directions"], ours):
                 removed = dict(zip(ours, (100, 700))).get(variant["removed"], variant["removed"])
                 key = (job.state, variant["setting"], variant["which"], removed)
                 if key not in cells.index:  # Table 2's pre-trained rows, which the paper does not give
@@ -360,7 +360,7 @@ def test_one_batch_or_one_seed_leaves_no_margin_to_measure(tmp_path):
         found.assign(performance_std=np.nan, isotropy_u_only_std=np.nan).to_csv(tmp_path / table, index=False)
     card = scorecard(plan(config).claims, config["claims"], root=tmp_path).set_index("claim")
     assert "one batch per layer (metrics.batches: 1)" in card.loc["decoder_bell", "reason"]
-    assert card.loc["finetuned_less_isotropic", "reason"].startswith("one seed (finetuning.seeds)")
+    assert card.loc["finetuned_less_isotropic", "reason"].startswith("one seed (rajaee_pilehvar.seeds)")
     assert card.loc["finetuned_less_isotropic", "on_paper_values"] == "yes"  # the paper's values need no spread
 
 

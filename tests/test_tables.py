@@ -140,7 +140,7 @@ def test_verify_names_each_kind_of_broken_run(finished_run, damage, message):
 
 RAJAEE_PILEHVAR = {**CONFIG, "models": {
     **CONFIG["models"], "enc": {"path": "enc", "kind": "encoder", "layers": 1},
-    "enc-tuned": {"finetune": {"base": "enc", "data": "lee/all"}, "kind": "encoder", "layers": 1}}, "finetuning": {
+    "enc-tuned": {"finetune": {"base": "enc", "data": "lee/all"}, "kind": "encoder", "layers": 1}}, "rajaee_pilehvar": {
     "pairs": [{"pretrained": "enc", "finetuned": "enc-tuned", "paper": "BERT"}], "evaluate": ["lee/all"],
     "datasets": {"lee": {"format": "lee", "gensim": True, "scale": 1, "splits": {"all": ["a", "b"]}}}}}
 TABLE_1 = "results/tables/rajaee_pilehvar_table1.csv"

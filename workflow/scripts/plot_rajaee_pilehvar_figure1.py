@@ -1,4 +1,4 @@
-from shape_of_learning.finetuning import figures
+from shape_of_learning.rajaee_pilehvar import figures
 from shape_of_learning.logs import job_logging
 
 with job_logging(snakemake):

@@ -1,4 +1,4 @@
-from shape_of_learning.finetuning import figures
+from shape_of_learning.rajaee_pilehvar import figures
 from shape_of_learning.logs import job_logging
 from shape_of_learning.models.pinning import read_lock
 

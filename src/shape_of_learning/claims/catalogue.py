@@ -23,8 +23,8 @@ from shape_of_learning.claims.predicates import (NotMeasurable, Verdict, at_leas
                                                  groups_apart, grows_then_stabilises, interior_peak, judged, majority,
                                                  num, separation, spread_ratio, std_units)
 from shape_of_learning.figures.modality import model_group
-from shape_of_learning.finetuning import CITATION as RAJAEE_PILEHVAR
-from shape_of_learning.finetuning.tables import SETTING_NAMES
+from shape_of_learning.rajaee_pilehvar import CITATION as RAJAEE_PILEHVAR
+from shape_of_learning.rajaee_pilehvar.tables import SETTING_NAMES
 from shape_of_learning.models.checkpoints import RANDOM_INIT, SERIES
 
 RAZZHIGAEV = "Razzhigaev et al. (2024)"
@@ -165,7 +165,7 @@ def _pairs(claim: str, tables: bool):
 
     def groups(experiment, config: dict) -> list[Group]:
         if not experiment.pairs:
-            return _group(claim, "finetuning.pairs", [], {}, "the config has no `finetuning:` section")
+            return _group(claim, "rajaee_pilehvar.pairs", [], {}, "the config has no `rajaee_pilehvar:` section")
         everything = experiment.needs(job.model for job in experiment.analyses)  # Tables 1-2 need every analysis
         found = []
         for reference in dict.fromkeys(job.reference for job in experiment.analyses):
@@ -519,8 +519,8 @@ CLAIMS: dict[str, Claim] = {claim.name: claim for claim in [
           "Removing the 100 or 700 least dominant directions costs the fine-tuned model less performance than "
           "removing the 12 top ones.",
           "Fine-tuned, Global and Cluster-based: Perf. with each count of least dominant directions removed "
-          "(finetuning.least_directions, beside the paper's 100 and 700) above Perf. with the top directions removed "
-          f"(finetuning.directions) {SEED_MARGIN}, each.",
+          "(rajaee_pilehvar.least_directions, beside the paper's 100 and 700) above Perf. with the top directions "
+          f"removed (rajaee_pilehvar.directions) {SEED_MARGIN}, each.",
           ("margin_std",), _pairs("least_directions_cost_less", tables=True), _check_least_directions_cost_less,
           on_paper_values=True),
 ]}

@@ -20,7 +20,7 @@ from shape_of_learning.figures.rows import (apply_health, final_checkpoints, ini
 OMIT = "omit"  # checkpoints that are not their step's model are left out of every claim (figures.rows.apply_health)
 ONE_BATCH = ("one batch per layer (metrics.batches: 1) gives no batch-to-batch std to measure a margin in; measure "
              "two or more")
-ONE_SEED = ("one seed (finetuning.seeds) gives no std over seeds to measure a margin in; list two or more seeds")
+ONE_SEED = ("one seed (rajaee_pilehvar.seeds) gives no std over seeds to measure a margin in; list two or more seeds")
 
 
 class Reader:

@@ -13,7 +13,7 @@ import pandas as pd
 from shape_of_learning.claims.inputs import PaperValues, Reader
 from shape_of_learning.claims.predicates import HOLDS, Verdict, judged
 from shape_of_learning.claims.catalogue import CLAIMS, Group
-from shape_of_learning.finetuning.tables import document
+from shape_of_learning.rajaee_pilehvar.tables import document
 
 # claim: its name in catalogue.CLAIMS; source: the paper's section or figure; statement: the claim paraphrased;
 # group: the models it is judged on, `models` naming them; predicate and thresholds: how, with the config's

@@ -2,7 +2,7 @@
 
 Every reader returns a DataFrame with columns ``text1``, ``text2``, ``score`` (the gold rating as published) and
 raises ValueError naming the file and line of the first malformed record. Datasets are configured under
-``finetuning: datasets:`` (see config.yaml); a split is referenced as ``"name/split"``, e.g. ``stsb/dev``.
+``rajaee_pilehvar: datasets:`` (see config.yaml); a split is referenced as ``"name/split"``, e.g. ``stsb/dev``.
 """
 
 import json
@@ -99,7 +99,7 @@ def obtain_archive(name: str, spec: dict, dest: Path, lock: Path) -> Path:
     when the config gives one; otherwise against the digest recorded in `lock` by the first run, which writes it.
     """
     if not spec["url"] and not spec["local_path"]:
-        raise ValueError(f"dataset {name!r}: no source; set finetuning.datasets.{name}.url or .local_path "
+        raise ValueError(f"dataset {name!r}: no source; set rajaee_pilehvar.datasets.{name}.url or .local_path "
                          "(or `gensim: true` for the similarity sets shipped with gensim)")
     pinned = spec["sha256"]
     recorded = json.loads(lock.read_text())["sha256"] if lock.is_file() else None
@@ -111,14 +111,14 @@ def obtain_archive(name: str, spec: dict, dest: Path, lock: Path) -> Path:
         digest = _digests(dest)["sha256"]
         lock.parent.mkdir(parents=True, exist_ok=True)
         lock.write_text(json.dumps({"dataset": name, "url": spec["url"], "sha256": digest}, indent=2) + "\n")
-        logger.info("%s: recorded sha256 %s in %s; later runs check it (or set finetuning.datasets.%s.sha256)",
+        logger.info("%s: recorded sha256 %s in %s; later runs check it (or set rajaee_pilehvar.datasets.%s.sha256)",
                     name, digest, lock, name)
     return dest
 
 
 def read_split(name: str, spec: dict, split: str, archive: Path | None = None) -> pd.DataFrame:
     """One split of a configured dataset: a member of the STS archive, or files of gensim's test data."""
-    source, fix = spec["splits"][split], f"fix finetuning.datasets.{name}"
+    source, fix = spec["splits"][split], f"fix rajaee_pilehvar.datasets.{name}"
     if (spec["format"] == "lee") != isinstance(source, list):
         wanted = "[documents, ratings]" if spec["format"] == "lee" else "one file"
         raise ValueError(f"dataset {name!r}, split {split!r}: give {wanted} for format {spec['format']}; {fix}.splits")

@@ -17,14 +17,14 @@ from scipy.stats import ortho_group
 
 from shape_of_learning import paths
 from shape_of_learning.corpus import ChecksumError
-from shape_of_learning.experiment.config import load_config
+from shape_of_learning.experiment.config import ConfigError, load_config, read_config_file, validate_config
 from shape_of_learning.experiment.dag import Pair, plan, seed_model, split_reference
-from shape_of_learning.finetuning import CITATION, analysis, datasets, settings
-from shape_of_learning.finetuning.analysis import (CLUSTERED, analyse, hidden_tokens, occurrences, pair_performance,
-                                                   spearman_x100, variants)
-from shape_of_learning.finetuning.figures import isotropy_by_layer
-from shape_of_learning.finetuning.siamese import parameter_groups, sentence_vectors
-from shape_of_learning.finetuning.tables import comparison, document, paper_values, render
+from shape_of_learning.rajaee_pilehvar import CITATION, analysis, datasets, settings
+from shape_of_learning.rajaee_pilehvar.analysis import (CLUSTERED, analyse, hidden_tokens, occurrences,
+                                                        pair_performance, spearman_x100, variants)
+from shape_of_learning.rajaee_pilehvar.figures import isotropy_by_layer
+from shape_of_learning.rajaee_pilehvar.finetuning import parameter_groups, sentence_vectors
+from shape_of_learning.rajaee_pilehvar.tables import comparison, document, paper_values, render
 from shape_of_learning.metrics.isotropy import isotropy_iw, isotropy_iw_u_only
 
 REPO = Path(__file__).resolve().parents[1]
@@ -89,9 +89,9 @@ def test_reference_k_means_is_the_notebooks_single_kmeans2_run_and_finds_separat
     # one run from 3 random points: seed 0 draws one in each blob; seed 4 draws two in one blob and one run stays there
     assert len(set(zip(settings.cluster_labels(X, 3, seed=0), truth))) == 3
     assert len(set(zip(settings.cluster_labels(X, 3, seed=4), truth))) == 4
-    with pytest.raises(ValueError, match=r"unknown k-means 'lloyd'.*finetuning.kmeans"):
+    with pytest.raises(ValueError, match=r"unknown k-means 'lloyd'.*rajaee_pilehvar.kmeans"):
         settings.cluster_labels(X, 3, method="lloyd")
-    assert load_config(REPO / "presets/demo.yaml")["finetuning"]["kmeans"] == "reference"  # the schema's default
+    assert load_config(REPO / "presets/demo.yaml")["rajaee_pilehvar"]["kmeans"] == "reference"  # the schema's default
 
 
 def test_settings_reject_impossible_requests(cloud):
@@ -349,20 +349,20 @@ def test_the_siamese_loop_is_sentence_transformers_fit_step_for_step(tiny_encode
     out the clipping or the decay groups breaks the equality."""
     from transformers import AutoModel
 
-    from shape_of_learning.finetuning import siamese
+    from shape_of_learning.rajaee_pilehvar import finetuning
 
     location = tiny_encoder[0].location
     settings_ = dict(scale=10, batch_size=3, learning_rate=1e-3, epochs=3, seed=1, max_length=16)
     theirs, their_model = sentence_transformers_losses(location, PAIRS, **settings_)
-    record = siamese.finetune(location, PAIRS, tmp_path / "ours", device="cpu", **settings_)
+    record = finetuning.finetune(location, PAIRS, tmp_path / "ours", device="cpu", **settings_)
     assert len(theirs) == record["steps"] == 9 and record["losses"] == pytest.approx(theirs, rel=1e-6)
     ours = AutoModel.from_pretrained(tmp_path / "ours").state_dict()
     for name, weights in their_model.state_dict().items():
         torch.testing.assert_close(ours[name], weights)
     for change in (("MAX_GRAD_NORM", math.inf), ("NO_DECAY", ())):
         with monkeypatch.context() as patch:
-            patch.setattr(siamese, *change)
-            other = siamese.finetune(location, PAIRS, tmp_path / "other", device="cpu", **settings_)
+            patch.setattr(finetuning, *change)
+            other = finetuning.finetune(location, PAIRS, tmp_path / "other", device="cpu", **settings_)
         assert other["losses"] != pytest.approx(theirs, rel=1e-6), change
 
 
@@ -370,7 +370,7 @@ def test_the_siamese_loop_is_sentence_transformers_fit_step_for_step(tiny_encode
 def test_fine_tuning_a_few_steps_lowers_the_training_loss(tmp_path):
     from transformers import AutoModel
 
-    from shape_of_learning.finetuning.siamese import finetune
+    from shape_of_learning.rajaee_pilehvar.finetuning import finetune
     from shape_of_learning.models.checkpoints import checkpoints
 
     location = checkpoints("minilm", {"package": MINILM})[0].location
@@ -521,7 +521,7 @@ def test_a_finetune_entry_is_one_local_checkpoint_main_that_the_pipeline_writes(
 def test_a_dataset_without_a_source_or_with_the_wrong_file_shape_is_rejected_with_the_fix(tmp_path):
     spec = {"format": "sts", "url": None, "local_path": None, "sha256": None, "gensim": False,
             "splits": {"dev": "stsbenchmark/sts-dev.csv"}}
-    with pytest.raises(ValueError, match=r"set finetuning.datasets.stsb.url or .local_path"):
+    with pytest.raises(ValueError, match=r"set rajaee_pilehvar.datasets.stsb.url or .local_path"):
         datasets.obtain_archive("stsb", spec, tmp_path, tmp_path / "lock.json")
     lee = {"format": "lee", "gensim": True, "splits": {"all": "lee.cor"}}
     with pytest.raises(ValueError, match=r"give \[documents, ratings\] for format lee"):
@@ -537,7 +537,7 @@ def test_finetune_entries_need_the_finetuning_section():
 
 
 def test_each_seed_of_a_finetune_entry_is_a_model_of_the_dag():
-    experiment = plan(load_config(REPO / "presets/demo.yaml"))  # finetuning.seeds: [0, 1]
+    experiment = plan(load_config(REPO / "presets/demo.yaml"))  # rajaee_pilehvar.seeds: [0, 1]
     runs = {name: entry["finetune"]["seed"] for name, entry in experiment.models.items() if "finetune" in entry}
     assert runs == {"demo-bert-simlex-seed0": 0, "demo-bert-simlex-seed1": 1}
     assert [c.location for c in experiment.checkpoints["demo-bert-simlex-seed1"]] == [
@@ -563,8 +563,8 @@ def test_the_demo_contrasts_its_own_encoder_with_its_fine_tuning_beside_minilm_a
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda c: c["finetuning"].update(sentence_tuned=["demo-bert-simlex"]),
-     r"sentence_tuned names `finetune:` entries \['demo-bert-simlex'\].*name them in finetuning.pairs"),
+    (lambda c: c["rajaee_pilehvar"].update(sentence_tuned=["demo-bert-simlex"]),
+     r"sentence_tuned names `finetune:` entries \['demo-bert-simlex'\].*name them in rajaee_pilehvar.pairs"),
     (lambda c: c["models"].update({"twice": {**c["models"]["demo-bert-simlex"],
                                              "finetune": {"base": "demo-bert-simlex", "data": "simlex999/all"}}}),
      r"finetune.base 'demo-bert-simlex' is a `finetune:` entry, one model per seed"),
@@ -574,3 +574,11 @@ def test_a_finetune_entry_is_measured_through_its_pair_and_fine_tunes_a_plain_mo
     edit(config)
     with pytest.raises(ValueError, match=message):
         plan(config)
+
+
+def test_a_config_with_the_old_finetuning_section_is_refused_naming_the_new_one():
+    config = read_config_file(REPO / "presets/demo.yaml")
+    config["finetuning"] = config.pop("rajaee_pilehvar")
+    with pytest.raises(ConfigError, match=r"^config.finetuning: this section is now called `rajaee_pilehvar:`; "
+                                          r"rename `finetuning:` to `rajaee_pilehvar:` in the config file$"):
+        validate_config(config)

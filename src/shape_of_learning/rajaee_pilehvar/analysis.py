@@ -9,7 +9,7 @@ first-token vector of each text. At the table layer (the last by default) every 
 all tokens of all texts together, and measured by
 - performance: Spearman x 100 between the gold scores and the cosine of the two texts' mean transformed tokens;
 - isotropy: I(W) of the transformed tokens, both sign conventions (`metrics.isotropy`).
-The clustered settings are measured once per seed (`finetuning.seeds`), each with its own k-means.
+The clustered settings are measured once per seed (`rajaee_pilehvar.seeds`), each with its own k-means.
 """
 
 import logging
@@ -124,7 +124,7 @@ def analyse(checkpoint: Checkpoint, entry: dict, pin: dict, pairs: pd.DataFrame,
     X, occurrence_of_token = layers[table_layer][words], index.loc[words, "window"].to_numpy()
     if bad := [n for n in (directions, *least) if n > X.shape[1]]:
         raise ValueError(f"{checkpoint.model} has {X.shape[1]} dimensions; cannot remove {bad} directions: lower "
-                         "finetuning.directions / finetuning.least_directions")
+                         "rajaee_pilehvar.directions / rajaee_pilehvar.least_directions")
     basis, measured, rows = transforms.principal_directions(X), {}, []
     for seed in seeds:
         labels = transforms.cluster_labels(X, clusters, seed, kmeans)
