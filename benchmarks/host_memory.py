@@ -75,9 +75,9 @@ ANALYSE = SAMPLER + '''
 from pathlib import Path
 import pandas as pd
 from shape_of_learning.experiment.config import load_config, validate_model_entry
-from shape_of_learning.rajaee_pilehvar.analysis import analyse
 from shape_of_learning.models.checkpoints import checkpoints
 from shape_of_learning.models.pinning import pin
+from shape_of_learning.rajaee_pilehvar.analysis import analyse
 
 settings = load_config(Path(sys.argv[3], "config.yaml"))["rajaee_pilehvar"]
 entry = validate_model_entry({"path": sys.argv[1], "kind": "encoder", "layers": 12, "max_length": 512})

@@ -4,9 +4,9 @@ import pandas as pd
 
 from shape_of_learning import paths
 from shape_of_learning.experiment.dag import parse_reference
-from shape_of_learning.rajaee_pilehvar.finetuning import finetune
 from shape_of_learning.logs import job_logging
 from shape_of_learning.models.pinning import read_lock
+from shape_of_learning.rajaee_pilehvar.finetuning import finetune
 
 with job_logging(snakemake):
     spec, base = snakemake.config["models"][snakemake.wildcards.model]["finetune"], snakemake.params.base

@@ -2,10 +2,10 @@ import pandas as pd
 
 from shape_of_learning import paths
 from shape_of_learning.experiment.dag import parse_reference
-from shape_of_learning.rajaee_pilehvar.analysis import analyse
-from shape_of_learning.rajaee_pilehvar.datasets import drop_training_pairs
 from shape_of_learning.logs import job_logging
 from shape_of_learning.models.pinning import read_lock
+from shape_of_learning.rajaee_pilehvar.analysis import analyse
+from shape_of_learning.rajaee_pilehvar.datasets import drop_training_pairs
 
 with job_logging(snakemake):
     options, wildcards = snakemake.config["rajaee_pilehvar"], snakemake.wildcards
