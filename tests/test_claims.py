@@ -23,10 +23,10 @@ from shape_of_learning.experiment.config import ConfigError, load_config, valida
 from shape_of_learning.experiment.dag import plan
 from shape_of_learning.experiment.outcome import drop_unavailable
 from shape_of_learning.figures.modality import model_group
-from shape_of_learning.rajaee_pilehvar.analysis import variants
-from shape_of_learning.rajaee_pilehvar.tables import comparison, paper_values
 from shape_of_learning.health.assess import COLUMNS as HEALTH_COLUMNS
 from shape_of_learning.metrics.tables import SUMMARY_COLUMNS
+from shape_of_learning.rajaee_pilehvar.analysis import variants
+from shape_of_learning.rajaee_pilehvar.tables import comparison, paper_values
 
 REPO = Path(__file__).resolve().parents[1]
 LAYER = "layer {:g}".format
@@ -205,10 +205,9 @@ def per_layer(layers: int, state: str, seed: int, broken: str | None) -> pd.Data
         if state == "fine-tuned" and broken != "finetuning_improves_upper_layers":
             tokens = 1e-3 if layer > layers / 2 else 1.1e-4
         cls = tokens if broken == "cls_more_anisotropic" else 1e-7
-        rows += [dict(layer=layer, tokens="all", isotropy_u_only=tokens * noise, degenerate=False),
-                 dict(layer=layer, tokens="cls", isotropy_u_only=cls * noise, degenerate=False)]
-    return pd.DataFrame(rows).assign(isotropy=lambda frame: frame["isotropy_u_only"], count=100, distinct=100,
-                                     dtype="float32")
+        rows += [dict(layer=layer, tokens="all", isotropy=tokens * noise, degenerate=False),
+                 dict(layer=layer, tokens="cls", isotropy=cls * noise, degenerate=False)]
+    return pd.DataFrame(rows).assign(count=100, distinct=100, dtype="float32")
 
 
 def settings_tables(config: dict, experiment, broken: str | None, paper: str) -> dict[int, pd.DataFrame]:
@@ -236,7 +235,8 @@ def settings_tables(config: dict, experiment, broken: str | None, paper: str) ->
                 if broken == "least_directions_cost_less" and tuned and key[2] == "least" and key[3] == 700:
                     performance = 70.0
                 rows.append(dict(variant, seed=seed, performance=performance + 0.05 * seed,
-                                 isotropy=isotropy, isotropy_u_only=isotropy * (1 + 0.01 * seed), layer=4, tokens=100,
+                                 isotropy=isotropy * (1 + 0.01 * seed), isotropy_notebook=isotropy,
+                                 isotropy_u_only_min=isotropy, isotropy_u_only_max=isotropy, layer=4, tokens=100,
                                  texts=10, pairs=5, dropped_pairs=0, dtype="float32", pair=job.label,
                                  dataset=job.reference, model=job.row, state=job.state, paper_model=paper))
     return comparison(pd.DataFrame(rows))
@@ -357,7 +357,7 @@ def test_one_batch_or_one_seed_leaves_no_margin_to_measure(tmp_path):
     pd.read_parquet(summary).assign(std=np.nan, batches=1).to_parquet(summary)
     for table in paths.RAJAEE_PILEHVAR_TABLES:
         found = pd.read_csv(tmp_path / table)
-        found.assign(performance_std=np.nan, isotropy_u_only_std=np.nan).to_csv(tmp_path / table, index=False)
+        found.assign(performance_std=np.nan, isotropy_std=np.nan).to_csv(tmp_path / table, index=False)
     card = scorecard(plan(config).claims, config["claims"], root=tmp_path).set_index("claim")
     assert "one batch per layer (metrics.batches: 1)" in card.loc["decoder_bell", "reason"]
     assert card.loc["finetuned_less_isotropic", "reason"].startswith("one seed (rajaee_pilehvar.seeds)")

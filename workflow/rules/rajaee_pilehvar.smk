@@ -52,7 +52,7 @@ rule finetune_model:
 rule measure_isotropy_settings:
     input:
         pairs=paths.dataset(),
-        training=[paths.dataset(parse_reference(reference)[0]) for reference in EXPERIMENT.training_data],
+        training=[paths.dataset(parse_reference(reference)[0]) for reference in EXPERIMENT.excluded_training_data],
         pin=lambda wildcards: last_pin(wildcards.model),
         trained=trained_model_dir,
     output:
@@ -64,7 +64,7 @@ rule measure_isotropy_settings:
         entry=lambda wildcards: result_settings(model_entry(wildcards), "models.*"),
         settings=result_settings(config["rajaee_pilehvar"], "rajaee_pilehvar"),
         seeds=lambda wildcards: EXPERIMENT.analysis_seeds(wildcards.model),
-        training=EXPERIMENT.training_data,  # its pairs are left out of every evaluation
+        training=EXPERIMENT.excluded_training_data,  # splits whose pairs are left out of every evaluation
         dtype=config["extraction"]["dtype"],  # the forward pass's, as extraction's (a model entry's `dtype` wins)
     threads: 1  # a workstation's, as extraction's; profiles/slurm sets a cluster's (set-threads)
     resources:

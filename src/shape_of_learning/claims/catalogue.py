@@ -23,15 +23,15 @@ from shape_of_learning.claims.predicates import (NotMeasurable, Verdict, at_leas
                                                  groups_apart, grows_then_stabilises, interior_peak, judged, majority,
                                                  num, separation, spread_ratio, std_units)
 from shape_of_learning.figures.modality import model_group
+from shape_of_learning.models.checkpoints import RANDOM_INIT, SERIES
 from shape_of_learning.rajaee_pilehvar import CITATION as RAJAEE_PILEHVAR
 from shape_of_learning.rajaee_pilehvar.tables import SETTING_NAMES
-from shape_of_learning.models.checkpoints import RANDOM_INIT, SERIES
 
 RAZZHIGAEV = "Razzhigaev et al. (2024)"
 GODEY = "Godey et al. (2023)"
 ANISOTROPY = "anisotropy"  # the main paper's measure (section 2.3)
 COSINE = "avg_cosine"  # Godey et al.'s measure of anisotropy: the average cosine between token vectors
-ISOTROPY = "isotropy_u_only"  # Rajaee & Pilehvar's I(W), each eigenvector once, as the paper computes it
+ISOTROPY = "isotropy"  # Rajaee & Pilehvar's I(W), free of the eigensolver's signs (every eigenvector as u and -u)
 
 
 @dataclass(frozen=True)
@@ -361,12 +361,11 @@ def _cells(reader, group: Group, table: str, state: str) -> dict[tuple, dict]:
                   & (found["state"] == state)]
     if found.empty:
         raise NotMeasurable(f"no {state} rows of {group.label} in {table}")
-    spreads = found[["performance_std", "isotropy_u_only_std"]]
+    spreads = found[["performance_std", f"{ISOTROPY}_std"]]
     if spreads.isna().any().any():
         raise NotMeasurable(ONE_SEED)
     return {(row.setting, row.which, int(row.removed)): {
-        "performance": (row.performance, row.performance_std), "isotropy": (row.isotropy_u_only,
-                                                                           row.isotropy_u_only_std)}
+        "performance": (row.performance, row.performance_std), "isotropy": (row.isotropy, row.isotropy_std)}
             for row in found.itertuples()}
 
 

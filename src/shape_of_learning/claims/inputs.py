@@ -59,8 +59,8 @@ class PaperValues:
 
     def frame(self, group, name: str) -> pd.DataFrame:
         table = self.reader.frame(group, name).dropna(subset=["paper_performance"])
-        return table.assign(performance=table["paper_performance"], isotropy_u_only=table["paper_isotropy"],
-                            removed=table["paper_removed"], performance_std=0.0, isotropy_u_only_std=0.0)
+        return table.assign(performance=table["paper_performance"], isotropy=table["paper_isotropy"],
+                            removed=table["paper_removed"], performance_std=0.0, isotropy_std=0.0)
 
 
 def _refusals_not_measurable(choose):

@@ -17,6 +17,7 @@ from shape_of_learning.claims.catalogue import Group, plan_claims
 from shape_of_learning.figures.kinds import FIGURE_KINDS, Figure
 from shape_of_learning.figures.modality import model_group
 from shape_of_learning.models.checkpoints import RANDOM_INIT, SERIES, Checkpoint, RandomInit, checkpoints, random_init
+from shape_of_learning.rajaee_pilehvar.datasets import split_names
 
 RAJAEE_PILEHVAR_TABLES = paths.RAJAEE_PILEHVAR_TABLES
 RAJAEE_PILEHVAR_REPORT = paths.table("rajaee_pilehvar_tables.html")
@@ -99,7 +100,8 @@ class Experiment:
     figures: list[Figure] = field(default_factory=list)
     pairs: list[Pair] = field(default_factory=list)
     analyses: list[Analysis] = field(default_factory=list)  # Tables 1-2; the pairs' on the first split: Figures 1-2
-    training_data: list[str] = field(default_factory=list)  # dataset splits fine-tuned on, left out of evaluations
+    # the dataset splits fine-tuned on whose pairs every evaluation leaves out (rajaee_pilehvar.drop_training_pairs)
+    excluded_training_data: list[str] = field(default_factory=list)
     # random-initialisation baselines, kept apart from `checkpoints` (what health, series and fine-tuning read)
     baselines: dict[str, RandomInit] = field(default_factory=dict)
     # models that cannot be had, each with the reason (a --keep-going run drops what needs them: `deliverables`)
@@ -253,8 +255,9 @@ def plan(config: dict) -> Experiment:
                                         for seed, model in zip(pair.seeds, pair.finetuned_models)]
             experiment.analyses += [Analysis(reference, model, "already sentence-tuned", seeds)
                                     for model in section["sentence_tuned"]]
-        experiment.training_data = list(dict.fromkeys(entry["finetune"]["data"] for entry in config["models"].values()
-                                                      if "finetune" in entry))
+        if section["drop_training_pairs"]:
+            experiment.excluded_training_data = list(dict.fromkeys(
+                entry["finetune"]["data"] for entry in config["models"].values() if "finetune" in entry))
     if "claims" in config:
         experiment.claims = plan_claims(experiment, config)
     return experiment
@@ -323,8 +326,8 @@ def parse_reference(reference: str) -> tuple[str, str]:
 def split_reference(reference: str, datasets: dict, where: str) -> tuple[str, str]:
     """`parse_reference`, checked against `rajaee_pilehvar.datasets`."""
     name, split = parse_reference(reference)
-    if name not in datasets or split not in datasets[name]["splits"]:
-        known = [f"{n}/{s}" for n, spec in datasets.items() for s in spec["splits"]]
+    if name not in datasets or split not in split_names(name, datasets[name]):
+        known = [f"{n}/{s}" for n, spec in datasets.items() for s in split_names(n, spec)]
         raise ValueError(f"{where}: {reference!r} is not a configured dataset split (rajaee_pilehvar.datasets); "
                          f"known: {known}")
     return name, split

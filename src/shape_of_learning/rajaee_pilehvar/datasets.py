@@ -2,7 +2,8 @@
 
 Every reader returns a DataFrame with columns ``text1``, ``text2``, ``score`` (the gold rating as published) and
 raises ValueError naming the file and line of the first malformed record. Datasets are configured under
-``rajaee_pilehvar: datasets:`` (see config.yaml); a split is referenced as ``"name/split"``, e.g. ``stsb/dev``.
+``rajaee_pilehvar: datasets:`` (see config.yaml); a split is referenced as ``"name/split"``, e.g. ``stsb/dev``. A set
+published in one piece gets a held-out split of its own (`random_split`).
 """
 
 import json
@@ -19,6 +20,7 @@ from shape_of_learning.corpus.fetch import _digests, obtain
 logger = logging.getLogger(__name__)
 
 COLUMNS = ["text1", "text2", "score"]
+RANDOM_SPLITS = ("train", "test")  # the splits a dataset's `random_split` adds
 
 
 def read_sts(path: Path, *, lines=None) -> pd.DataFrame:
@@ -82,6 +84,24 @@ def _frame(rows, path) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+def split_names(name: str, spec: dict) -> list[str]:
+    """The splits of a configured dataset: its `splits`, and `train` and `test` where it has a `random_split`."""
+    if "random_split" not in spec:
+        return list(spec["splits"])
+    if spec["random_split"]["of"] not in spec["splits"] or set(RANDOM_SPLITS) & set(spec["splits"]):
+        raise ValueError(f"dataset {name!r}: random_split divides one of its splits {list(spec['splits'])}, named "
+                         f"other than {list(RANDOM_SPLITS)}; fix rajaee_pilehvar.datasets.{name}")
+    return [*spec["splits"], *RANDOM_SPLITS]
+
+
+def random_split(pairs: pd.DataFrame, test: float, seed: int = 0) -> dict[str, pd.DataFrame]:
+    """`pairs` in two: `test`, a share of them drawn at random by `seed` (rounded to whole pairs), and `train`, the
+    others, each in the original order."""
+    held_out = np.zeros(len(pairs), dtype=bool)
+    held_out[np.random.default_rng(seed).permutation(len(pairs))[:round(test * len(pairs))]] = True
+    return {"train": pairs[~held_out].reset_index(drop=True), "test": pairs[held_out].reset_index(drop=True)}
+
+
 def drop_training_pairs(evaluation: pd.DataFrame, training: list[pd.DataFrame]) -> tuple[pd.DataFrame, int]:
     """The evaluation pairs that no training set holds, and how many were dropped. A pair is the same in either
     order (WordSim-353 rates "man"/"woman" where SimLex-999 rates "woman"/"man"): WordSim-353 shares 9 pairs with
@@ -114,6 +134,14 @@ def obtain_archive(name: str, spec: dict, dest: Path, lock: Path) -> Path:
         logger.info("%s: recorded sha256 %s in %s; later runs check it (or set rajaee_pilehvar.datasets.%s.sha256)",
                     name, digest, lock, name)
     return dest
+
+
+def read_splits(name: str, spec: dict, archive: Path | None = None) -> dict[str, pd.DataFrame]:
+    """Every split of a configured dataset (`split_names`, which planning has checked), by name."""
+    found = {split: read_split(name, spec, split, archive) for split in spec["splits"]}
+    if divide := spec.get("random_split"):
+        found.update(random_split(found[divide["of"]], divide["test"], divide["seed"]))
+    return found
 
 
 def read_split(name: str, spec: dict, split: str, archive: Path | None = None) -> pd.DataFrame:
