@@ -32,9 +32,9 @@ include: "workflow/rules/metrics.smk"
 include: "workflow/rules/figures.smk"
 
 
-if EXPERIMENT.pairs:  # the Rajaee & Pilehvar analysis, where the config has a `finetuning:` section
+if EXPERIMENT.pairs:  # the Rajaee & Pilehvar analysis, where the config has a `rajaee_pilehvar:` section
 
-    include: "workflow/rules/finetuning.smk"
+    include: "workflow/rules/rajaee_pilehvar.smk"
 
 
 if EXPERIMENT.claims:  # the claims scorecard, where the config has a `claims:` section

@@ -14,7 +14,7 @@ With --analysis, a Rajaee & Pilehvar analysis job (`measure_isotropy_settings`, 
 a random BERT-base (MiniLM's uncased WordPiece tokenizer, the same 30,522 words as bert-base-uncased) analysed on
 `--pairs` rated pairs of word runs cut from the demo's Wikipedia sample (gensim's; 3-40 words, 10 on average: STS-B's
 headlines, captions and forum posts are short sentences, whose lengths were not measured here), with config.yaml's
-`finetuning` settings and one k-means seed, on the CPU, in float32. Prints the process's peak
+`rajaee_pilehvar` settings and one k-means seed, on the CPU, in float32. Prints the process's peak
 anonymous memory, imports included, the tokens it encoded and the bytes of its temporary float32 shards (tokens x 13
 hidden states x 768 x 4, written to $TMPDIR, which a node whose /tmp is a tmpfs holds in memory too).
 """
@@ -75,11 +75,11 @@ ANALYSE = SAMPLER + '''
 from pathlib import Path
 import pandas as pd
 from shape_of_learning.experiment.config import load_config, validate_model_entry
-from shape_of_learning.finetuning.analysis import analyse
 from shape_of_learning.models.checkpoints import checkpoints
 from shape_of_learning.models.pinning import pin
+from shape_of_learning.rajaee_pilehvar.analysis import analyse
 
-settings = load_config(Path(sys.argv[3], "config.yaml"))["finetuning"]
+settings = load_config(Path(sys.argv[3], "config.yaml"))["rajaee_pilehvar"]
 entry = validate_model_entry({"path": sys.argv[1], "kind": "encoder", "layers": 12, "max_length": 512})
 (checkpoint,) = checkpoints("bert-base", entry)
 before, peak, (table, _, _) = peaks(lambda: analyse(

@@ -30,13 +30,13 @@ from shape_of_learning.experiment import verify as verify_module
 from shape_of_learning.experiment.dag import plan
 from shape_of_learning.experiment.outcome import drop_unavailable
 from shape_of_learning.figures.modality import model_group
-from shape_of_learning.finetuning.analysis import variants
-from shape_of_learning.finetuning.tables import comparison, paper_values
 from shape_of_learning.health.assess import COLUMNS as HEALTH_COLUMNS
 from shape_of_learning.metrics.tables import SUMMARY_COLUMNS
+from shape_of_learning.rajaee_pilehvar.analysis import variants
+from shape_of_learning.rajaee_pilehvar.tables import comparison, paper_values
 
 REPO = Path(__file__).resolve().parents[1]
-SECTION = "finetuning"  # the Rajaee & Pilehvar config section (renamed `rajaee_pilehvar` by issue 44)
+SECTION = "rajaee_pilehvar"  # the Rajaee & Pilehvar config section
 STD = 0.01  # every synthetic batch-to-batch std
 P = predicates
 
@@ -402,8 +402,7 @@ def per_layer(layers: int, tokens, cls=lambda layer: 1e-7, seed: int = 0, tuned:
     for layer in range(layers + 1):
         rows += [dict(layer=layer, tokens=name, isotropy=value * noise, degenerate=False)
                  for name, value in (("all", tokens(layer)), ("cls", cls(layer)))]
-    return pd.DataFrame(rows).assign(isotropy_u_only=lambda f: f["isotropy"], count=100, distinct=100,
-                                     dtype="float32")
+    return pd.DataFrame(rows).assign(count=100, distinct=100, dtype="float32")
 
 
 def pair_files(pretrained: str, finetuned: str, before, after, cls=lambda layer: 1e-7, layers: int = 4) -> dict:
@@ -417,23 +416,23 @@ def upper(layer: int) -> float:  # fine-tuning raises I(W) tenfold in the upper 
 
 def test_finetuning_improves_upper_layers(tmp_path):
     holds = functools.partial(verdicts, config=demo(), claim="finetuning_improves_upper_layers")
-    assert holds(tmp_path / "yes", files=pair_files("demo-bert", "demo-bert-simlex", lambda _: 1e-4, upper)) == ["yes"]
-    worse = pair_files("demo-bert", "demo-bert-simlex", lambda _: 1e-4, lambda layer: 1e-4 if layer > 2 else 1e-5)
+    assert holds(tmp_path / "yes", files=pair_files("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-simlex", lambda _: 1e-4, upper)) == ["yes"]
+    worse = pair_files("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-simlex", lambda _: 1e-4, lambda layer: 1e-4 if layer > 2 else 1e-5)
     assert holds(tmp_path / "no", files=worse) == ["no"]
-    files = pair_files("demo-bert", "demo-bert-simlex", lambda _: 1e-4, upper)
+    files = pair_files("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-simlex", lambda _: 1e-4, upper)
     assert holds(tmp_path / "empty", files=empty_like(files)) == ["not measurable"]
-    assert holds(tmp_path / "one", files=pair_files("demo-bert", "demo-bert-simlex", lambda _: 1e-4, upper, layers=0)
+    assert holds(tmp_path / "one", files=pair_files("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-simlex", lambda _: 1e-4, upper, layers=0)
                  ) == ["not measurable"]
 
 
 def test_cls_more_anisotropic(tmp_path):
     holds = functools.partial(verdicts, config=demo(), claim="cls_more_anisotropic")
-    assert holds(tmp_path / "yes", files=pair_files("demo-bert", "demo-bert-simlex", lambda _: 1e-4, upper)) == ["yes"]
-    same = pair_files("demo-bert", "demo-bert-simlex", lambda _: 1e-4, upper, cls=upper)
+    assert holds(tmp_path / "yes", files=pair_files("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-simlex", lambda _: 1e-4, upper)) == ["yes"]
+    same = pair_files("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-simlex", lambda _: 1e-4, upper, cls=upper)
     assert holds(tmp_path / "no", files=same) == ["no"]
-    files = pair_files("demo-bert", "demo-bert-simlex", lambda _: 1e-4, upper)
+    files = pair_files("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-simlex", lambda _: 1e-4, upper)
     assert holds(tmp_path / "empty", files=empty_like(files)) == ["not measurable"]
-    one = pair_files("demo-bert", "demo-bert-simlex", lambda _: 1e-4, upper, layers=0)
+    one = pair_files("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-simlex", lambda _: 1e-4, upper, layers=0)
     assert holds(tmp_path / "one", files=one) == ["not measurable"]
     degenerate = {name: table.assign(degenerate=True) for name, table in files.items()}  # every view degenerate
     assert judge(tmp_path / "degenerate", demo(), "cls_more_anisotropic", degenerate)["reason"].tolist() == [
@@ -441,26 +440,25 @@ def test_cls_more_anisotropic(tmp_path):
 
 
 def two_pairs() -> dict:
-    """The demo with a second pair standing for the paper's RoBERTa: MiniLM, fine-tuned as demo-bert is."""
+    """The demo with a second pair standing for the paper's RoBERTa: demo-bert, fine-tuned as MiniLM is."""
     config = demo()
     config[SECTION]["sentence_tuned"] = []
-    config[SECTION]["pairs"].append({"pretrained": "all-MiniLM-L6-v2", "finetuned": "minilm-simlex",
-                                     "paper": "RoBERTa"})
-    entry = config["models"]["demo-bert-simlex"]
-    config["models"]["minilm-simlex"] = {**entry, "finetune": {**entry["finetune"], "base": "all-MiniLM-L6-v2"}}
+    config[SECTION]["pairs"].append({"pretrained": "demo-bert", "finetuned": "demo-bert-simlex", "paper": "RoBERTa"})
+    entry = config["models"]["all-MiniLM-L6-v2-simlex"]
+    config["models"]["demo-bert-simlex"] = {**entry, "finetune": {**entry["finetune"], "base": "demo-bert"}}
     return config
 
 
 def test_roberta_more_anisotropic(tmp_path):
     holds = functools.partial(verdicts, claim="roberta_more_anisotropic")
-    bert = pair_files("demo-bert", "demo-bert-simlex", lambda _: 1e-4, upper)
-    roberta = pair_files("all-MiniLM-L6-v2", "minilm-simlex", lambda _: 1e-5, lambda layer: upper(layer) / 10)
+    bert = pair_files("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-simlex", lambda _: 1e-4, upper)
+    roberta = pair_files("demo-bert", "demo-bert-simlex", lambda _: 1e-5, lambda layer: upper(layer) / 10)
     assert holds(tmp_path / "yes", two_pairs(), files={**bert, **roberta}) == ["yes"]
-    less = pair_files("all-MiniLM-L6-v2", "minilm-simlex", lambda _: 1e-3, lambda layer: upper(layer) * 10)
+    less = pair_files("demo-bert", "demo-bert-simlex", lambda _: 1e-3, lambda layer: upper(layer) * 10)
     assert holds(tmp_path / "no", two_pairs(), files={**bert, **less}) == ["no"]
     assert holds(tmp_path / "empty", two_pairs(), files=empty_like({**bert, **roberta})) == ["not measurable"]
-    one = {**pair_files("demo-bert", "demo-bert-simlex", lambda _: 1e-4, upper, layers=0),
-           **pair_files("all-MiniLM-L6-v2", "minilm-simlex", lambda _: 1e-5, lambda _: 1e-5, layers=0)}
+    one = {**pair_files("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-simlex", lambda _: 1e-4, upper, layers=0),
+           **pair_files("demo-bert", "demo-bert-simlex", lambda _: 1e-5, lambda _: 1e-5, layers=0)}
     assert holds(tmp_path / "one", two_pairs(), files=one) == ["not measurable"]
     assert judge(tmp_path / "one pair", demo(), "roberta_more_anisotropic", {})["reason"].tolist() == [
         f"{SECTION}.pairs needs a pair with paper: BERT and one with paper: RoBERTa"]
@@ -493,8 +491,9 @@ def _tables(paper: str, change) -> dict:
                     performance, isotropy = change(*cell, performance, isotropy)
                 isotropy *= 1 + 0.01 * seed
                 rows.append(dict(variant, seed=seed, performance=performance + 0.05 * seed, isotropy=isotropy,
-                                 isotropy_u_only=isotropy, layer=4, tokens=100, texts=10, pairs=5, dropped_pairs=0,
-                                 dtype="float32", pair=job.label, dataset=job.reference, model=job.row,
+                                 isotropy_notebook=isotropy, isotropy_u_only_min=isotropy,
+                                 isotropy_u_only_max=isotropy, layer=4, tokens=100, texts=10, pairs=333,
+                                 dropped_pairs=0, dtype="float32", pair=job.label, dataset=job.reference, model=job.row,
                                  state=job.state, paper_model=paper))
     return comparison(pd.DataFrame(rows))
 
@@ -527,6 +526,21 @@ def test_each_table_claim(tmp_path, claim):
     assert holds(tmp_path / "empty", files=empty_like(tables(config))) == ["not measurable"]
     one_row = {name: table.iloc[:1] for name, table in tables(config).items()}
     assert holds(tmp_path / "one", files=one_row) == ["not measurable"]
+
+
+def test_a_fine_tuning_that_did_not_learn_is_judged_by_its_premise_alone(tmp_path):
+    """Fine-tuned at the pre-trained Baseline (54.14): `learned` is False, the premise does not hold, and every other
+    table claim, which compares a model that does the task with one that does not, is not measurable."""
+    config = demo()
+    unlearned = tables(config, change=lambda s, setting, w, r, p, i: (
+        54.14 if (s, setting) == ("fine-tuned", "baseline") else least_near_baseline(s, setting, w, r, p, i)[0], i))
+    assert not unlearned["table1"].query("state == 'fine-tuned'")["learned"].any()
+    for claim in TABLE_CASES:
+        card = judge(tmp_path / claim, config, claim, unlearned)
+        expected = "no" if claim == "sts_performance_rises" else "not measurable"
+        assert card["holds"].tolist() == [expected], claim
+        if expected != "no":
+            assert "did not learn its task" in card["reason"].iloc[0]
 
 
 def test_the_paper_s_own_numbers_bear_out_its_table_claims_but_two(tmp_path):
@@ -622,7 +636,7 @@ CONTRADICTIONS = [  # id, claim, config changes, files, the verdict (each was "y
     pytest.param("id_rises_then_falls", {}, lambda: training_run("demo-pythia", "id_twonn", [10, 10.1, 9, 8, 7, 6]),
                  "no", id="a 1% early blip as the rise"),
     pytest.param("finetuning_improves_upper_layers", {}, lambda: pair_files(
-        "demo-bert", "demo-bert-simlex", lambda _: 1e-4, lambda layer: 1.2e-4 if layer > 2 else 1e-5), "no",
+        "all-MiniLM-L6-v2", "all-MiniLM-L6-v2-simlex", lambda _: 1e-4, lambda layer: 1.2e-4 if layer > 2 else 1e-5), "no",
         id="isotropy that falls overall, though a little less in the upper layers"),
 ]
 
@@ -728,7 +742,7 @@ def test_on_a_run_where_the_papers_are_right_every_claim_of_the_demo_holds(tmp_p
     assert bell["thresholds"] == "claims.margin_std: 2.0; claims.min_change: 0.1; claims.middle: [0.2, 0.8]"
     assert "strictly between 0.2 and 0.8" in bell["predicate"] and bell["quote"].startswith("Our findings reveal")
     premise = card.set_index("claim").loc["sts_performance_rises"]  # the STS premise is a row of the demo's card
-    assert premise["group"] == "demo-bert -> demo-bert-simlex on wordsim353/all" and premise["on_paper_values"] == "yes"
+    assert premise["group"] == "all-MiniLM-L6-v2 -> all-MiniLM-L6-v2-simlex on simlex999/test" and premise["on_paper_values"] == "yes"
     assert "the project's reading" in card.set_index("claim").loc["transformers_exceed_cnns", "note"]
 
 

@@ -13,7 +13,7 @@ RULES = REPO / "workflow" / "rules"
 # Floors, lowest first: what every stage shares; the stages in DAG order; the layer that validates, plans and verifies
 # a run (common.smk's); the command line above it all. A module may import its own floor and those below it.
 FLOORS = [("__init__", "paths", "logs", "network"), ("corpus",), ("models",), ("extraction",), ("health",),
-          ("metrics",), ("figures",), ("finetuning",), ("claims",), ("experiment",), ("__main__",)]
+          ("metrics",), ("figures",), ("rajaee_pilehvar",), ("claims",), ("experiment",), ("__main__",)]
 
 
 def floor(module: str) -> int:

@@ -174,3 +174,19 @@ def test_an_unreadable_record_is_named_with_the_fix(tmp_path, content):
     with pytest.raises(results_root.ForeignRootError, match=refused):
         results_root.check(marker, "config.yaml")
     assert marker.read_text() == content
+
+
+def test_a_root_holding_an_output_under_a_retired_name_is_refused_with_the_fix_in_one_line(tmp_path, monkeypatch):
+    marker = tmp_path / "results" / ".written-by.json"
+    results_root.claim(marker, "config.yaml")
+    monkeypatch.setattr(results_root, "RETIRED", {"figures/old_kind*.png": "delete results/figures/old_kind*"})
+    results_root.check(marker, "config.yaml")  # nothing under the old name
+    (marker.parent / "figures").mkdir()
+    (marker.parent / "figures" / "old_kind_avg_cosine.png").write_bytes(b"")
+    with pytest.raises(results_root.RetiredOutputError) as refused:
+        results_root.check(marker, "config.yaml")
+    assert str(refused.value) == (f"{marker.parent}/figures/old_kind_avg_cosine.png was written by an earlier version "
+                                  "under a name it no longer has: delete results/figures/old_kind*")
+    marker.unlink()  # a root without a record is refused too
+    with pytest.raises(results_root.RetiredOutputError):
+        results_root.check(marker, "config.yaml")

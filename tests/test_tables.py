@@ -140,7 +140,7 @@ def test_verify_names_each_kind_of_broken_run(finished_run, damage, message):
 
 RAJAEE_PILEHVAR = {**CONFIG, "models": {
     **CONFIG["models"], "enc": {"path": "enc", "kind": "encoder", "layers": 1},
-    "enc-tuned": {"finetune": {"base": "enc", "data": "lee/all"}, "kind": "encoder", "layers": 1}}, "finetuning": {
+    "enc-tuned": {"finetune": {"base": "enc", "data": "lee/all"}, "kind": "encoder", "layers": 1}}, "rajaee_pilehvar": {
     "pairs": [{"pretrained": "enc", "finetuned": "enc-tuned", "paper": "BERT"}], "evaluate": ["lee/all"],
     "datasets": {"lee": {"format": "lee", "gensim": True, "scale": 1, "splits": {"all": ["a", "b"]}}}}}
 TABLE_1 = "results/tables/rajaee_pilehvar_table1.csv"
@@ -150,10 +150,10 @@ def test_verify_checks_the_rajaee_pilehvar_tables_naming_the_file(tmp_path):
     config = validate_config(copy.deepcopy(RAJAEE_PILEHVAR))
     finish(config, tmp_path)
     for table in (TABLE_1, "results/tables/rajaee_pilehvar_table2.csv"):
-        pd.DataFrame({"performance": [70.1], "isotropy": [0.2], "isotropy_u_only": [0.1]}).to_csv(tmp_path / table)
+        pd.DataFrame({"performance": [70.1], "isotropy": [0.2], "isotropy_notebook": [0.1]}).to_csv(tmp_path / table)
     problems_of = lambda: [p for p in problems(config, tmp_path) if "metrics.parquet" not in p]  # noqa: E731
     assert problems_of() == []  # the encoders' rows are not in this metrics table: only its problems are left out
-    pd.DataFrame({"performance": [70.1], "isotropy": [np.inf], "isotropy_u_only": [0.1]}).to_csv(tmp_path / TABLE_1)
+    pd.DataFrame({"performance": [70.1], "isotropy": [np.inf], "isotropy_notebook": [0.1]}).to_csv(tmp_path / TABLE_1)
     assert problems_of() == [f"{tmp_path / TABLE_1}: empty or non-finite values"]
     (tmp_path / TABLE_1).unlink()
     assert problems_of() == [f"missing or empty {tmp_path / TABLE_1}"]

@@ -75,7 +75,7 @@ def has_step0(entry: dict) -> bool:
 
 def expected_jobs(config: dict) -> dict[str, int]:
     models, figures, per_job = config["models"], config["figures"], config["metrics"]["layers_per_job"]
-    seeds = len(config["finetuning"]["seeds"]) if "finetuning" in config else 0
+    seeds = len(config["rajaee_pilehvar"]["seeds"]) if "rajaee_pilehvar" in config else 0
     runs = {name: seeds if "finetune" in entry else 1 for name, entry in models.items()}  # a model per seed's run
     checkpoints = {name: checkpoints_of(entry) * runs[name] for name, entry in models.items()}
     # the modality figure's models without a step-0 checkpoint are measured once more, at random initialisation
@@ -96,8 +96,8 @@ def expected_jobs(config: dict) -> dict[str, int]:
             "plot_figure": sum(len(entry) if isinstance(entry, list) else
                                len(entry["models"]) if kind in ("id_estimators", "loss_across_checkpoints") else 1
                                for kind, entry in figures.items() if kind not in ("flagged", "layer_average"))}
-    if "finetuning" in config:  # each dataset obtained once; each seed's run of each fine-tuned model; per split,
-        section = config["finetuning"]  # each pair's pre-trained model and runs, and each model measured alone
+    if "rajaee_pilehvar" in config:  # each dataset obtained once; each seed's run of each fine-tuned model; per split,
+        section = config["rajaee_pilehvar"]  # each pair's pre-trained model and runs, and each model measured alone
         jobs |= {"obtain_rated_pairs": len(section["datasets"]),
                  "finetune_model": sum(runs[name] for name, entry in models.items() if "finetune" in entry),
                  "measure_isotropy_settings": len(section["evaluate"]) * (
@@ -197,11 +197,11 @@ def test_each_model_reads_the_corpus_of_its_modality(tmp_path):
         (lambda c: c["figures"]["id_estimators"].update(models=["no-such-model"]), "no-such-model"),
         (lambda c: c["models"]["demo-bert"].update(modality="audio"), "has no `audio_corpus`"),
         (lambda c: c["models"]["demo-bert"].update(modality="video"), "video"),
-        (lambda c: c["finetuning"].update(evaluate=["wordsim353/test"]),
+        (lambda c: c["rajaee_pilehvar"].update(evaluate=["wordsim353/test"]),
          "'wordsim353/test' is not a configured dataset split"),
-        (lambda c: c["models"]["demo-bert-simlex"]["finetune"].update(learning_rate=0), "learning_rate"),
-        (lambda c: c["finetuning"].update(kmeans="lloyd"), "'lloyd' is not allowed; allowed: reference, sklearn"),
-        (lambda c: c["finetuning"].update(sentence_tuned=["no-such-model"]), "no-such-model"),
+        (lambda c: c["models"]["all-MiniLM-L6-v2-simlex"]["finetune"].update(learning_rate=0), "learning_rate"),
+        (lambda c: c["rajaee_pilehvar"].update(kmeans="lloyd"), "'lloyd' is not allowed; allowed: reference, sklearn"),
+        (lambda c: c["rajaee_pilehvar"].update(sentence_tuned=["no-such-model"]), "no-such-model"),
     ],
 )
 def test_a_bad_config_fails_before_any_job_with_a_message_naming_the_problem(tmp_path, edit, message):
@@ -261,9 +261,11 @@ def test_end_to_end_ci_preset_produces_every_figure_and_a_complete_table(ci_run)
     assert manifest["modality"] == "image" and manifest["layers"] == 3 and manifest["tokens_per_layer"] == 1024
     assert set(summary["dtype"]) == {"float32"}  # on CPU, extraction.dtype auto runs float32
     table1 = pd.read_csv(tmp_path / "results/tables/rajaee_pilehvar_table1.csv")
-    assert set(table1["dtype"]) == {"float32"} and set(table1["dropped_pairs"]) == {9}  # WordSim-353 less SimLex-999
-    assert table1.groupby("model")["seeds"].first().to_dict() == {"demo-bert": 2, "demo-bert-simlex": 2,
-                                                                   "all-MiniLM-L6-v2": 2}
+    assert set(table1["dtype"]) == {"float32"} and set(table1["dropped_pairs"]) == {0}  # SimLex-999's held-out third
+    assert table1.groupby("model")["seeds"].first().to_dict() == {"all-MiniLM-L6-v2": 2, "all-MiniLM-L6-v2-simlex": 2}
+    # 4 steps of fine-tuning (presets/ci.yaml) learn nothing: the fine-tuned rows say so
+    learned = table1.set_index("state")["learned"]
+    assert set(learned["fine-tuned"]) == {False} and learned["pre-trained"].isna().all()
 
 
 def ran_jobs(result: subprocess.CompletedProcess) -> dict[str, int]:

@@ -4,16 +4,16 @@ import pandas as pd
 
 from shape_of_learning import paths
 from shape_of_learning.experiment.dag import parse_reference
-from shape_of_learning.finetuning.siamese import finetune
 from shape_of_learning.logs import job_logging
 from shape_of_learning.models.pinning import read_lock
+from shape_of_learning.rajaee_pilehvar.finetuning import finetune
 
 with job_logging(snakemake):
     spec, base = snakemake.config["models"][snakemake.wildcards.model]["finetune"], snakemake.params.base
     dataset, split = parse_reference(spec["data"])
     pairs = pd.read_parquet(paths.dataset_split(dataset, split))
     finetune(base.location, pairs, Path(snakemake.output[0]),
-             scale=snakemake.config["finetuning"]["datasets"][dataset]["scale"],
+             scale=snakemake.config["rajaee_pilehvar"]["datasets"][dataset]["scale"],
              revision=read_lock(snakemake.input.pin)["commit_sha"], batch_size=spec["batch_size"],
              learning_rate=spec["learning_rate"], epochs=spec["epochs"], max_steps=spec["max_steps"],
-             seed=spec["seed"], max_length=spec["max_length"], device=snakemake.config["finetuning"]["device"])
+             seed=spec["seed"], max_length=spec["max_length"], device=snakemake.config["rajaee_pilehvar"]["device"])

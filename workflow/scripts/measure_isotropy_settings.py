@@ -2,13 +2,13 @@ import pandas as pd
 
 from shape_of_learning import paths
 from shape_of_learning.experiment.dag import parse_reference
-from shape_of_learning.finetuning.analysis import analyse
-from shape_of_learning.finetuning.datasets import drop_training_pairs
 from shape_of_learning.logs import job_logging
 from shape_of_learning.models.pinning import read_lock
+from shape_of_learning.rajaee_pilehvar.analysis import analyse
+from shape_of_learning.rajaee_pilehvar.datasets import drop_training_pairs
 
 with job_logging(snakemake):
-    options, wildcards = snakemake.config["finetuning"], snakemake.wildcards
+    options, wildcards = snakemake.config["rajaee_pilehvar"], snakemake.wildcards
     pairs, dropped = drop_training_pairs(
         pd.read_parquet(paths.dataset_split(wildcards.dataset, wildcards.split)),
         [pd.read_parquet(paths.dataset_split(*parse_reference(reference))) for reference in snakemake.params.training])

@@ -1,5 +1,5 @@
-from shape_of_learning.finetuning import figures
 from shape_of_learning.logs import job_logging
+from shape_of_learning.rajaee_pilehvar import figures
 
 with job_logging(snakemake):
     analyses = snakemake.params.analyses

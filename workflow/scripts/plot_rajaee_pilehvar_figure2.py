@@ -1,6 +1,6 @@
-from shape_of_learning.finetuning import figures
 from shape_of_learning.logs import job_logging
 from shape_of_learning.models.pinning import read_lock
+from shape_of_learning.rajaee_pilehvar import figures
 
 with job_logging(snakemake):
     frequencies = {

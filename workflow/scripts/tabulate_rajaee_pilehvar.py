@@ -1,8 +1,8 @@
 import pandas as pd
 
-from shape_of_learning.finetuning import CITATION
-from shape_of_learning.finetuning.tables import comparison, document, render
 from shape_of_learning.logs import job_logging
+from shape_of_learning.rajaee_pilehvar import CITATION
+from shape_of_learning.rajaee_pilehvar.tables import comparison, document, render
 
 with job_logging(snakemake):
     results = pd.concat([

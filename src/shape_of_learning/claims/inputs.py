@@ -18,13 +18,13 @@ import pandas as pd
 from shape_of_learning.claims.predicates import NotMeasurable
 from shape_of_learning.figures.rows import (apply_health, final_checkpoints, initial_checkpoints, layer_average, select,
                                             training_checkpoints)
-# The Rajaee & Pilehvar stage's package and config section (issue 44 renames both `rajaee_pilehvar`): the claims'
-# only references to either; the claims import its citation, setting names and page layout from here.
-from shape_of_learning.finetuning import CITATION as RAJAEE_PILEHVAR
-from shape_of_learning.finetuning.tables import SETTING_NAMES, document
 from shape_of_learning.metrics.registry import METRICS
+# The Rajaee & Pilehvar stage's package and config section: the claims import its citation, setting names and page
+# layout from here.
+from shape_of_learning.rajaee_pilehvar import CITATION as RAJAEE_PILEHVAR
+from shape_of_learning.rajaee_pilehvar.tables import SETTING_NAMES, document
 
-RAJAEE_PILEHVAR_SECTION = "finetuning"
+RAJAEE_PILEHVAR_SECTION = "rajaee_pilehvar"
 OMIT = "omit"  # checkpoints that are not their step's model are left out of every claim (figures.rows.apply_health)
 DEGENERATE = "degenerate"  # a column of the tables: a layer whose vectors are all zero, or one vector
 ONE_BATCH = ("one batch per layer (metrics.batches: 1) gives no batch-to-batch std to measure a margin in; measure "
@@ -81,7 +81,8 @@ class PaperValues:
     def frame(self, group, name: str) -> pd.DataFrame:
         table = self.reader.frame(group, name).dropna(subset=["paper_performance"])
         return table.assign(performance=table["paper_performance"], isotropy=table["paper_isotropy"],
-                            removed=table["paper_removed"], performance_std=0.0, isotropy_std=0.0)
+                            removed=table["paper_removed"], performance_std=0.0, isotropy_std=0.0,
+                            learned=True)  # the paper's fine-tuned models learned their task (Table 1's Baseline)
 
 
 def _refusals_not_measurable(choose):

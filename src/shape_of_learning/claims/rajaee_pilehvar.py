@@ -136,14 +136,19 @@ def _check_roberta_more_anisotropic(group: Group, reader, settings: dict) -> Ver
 
 # --- Tables 1-2 -----------------------------------------------------------------------------------------------------
 
-def _cells(reader, group: Group, table: str, state: str) -> dict[tuple, dict]:
+def _cells(reader, group: Group, table: str, state: str, learned: bool = True) -> dict[tuple, dict]:
     """(setting, which, removed) -> {"performance": (mean, std), "isotropy": (mean, std)}: one state of the pair's
-    block of Table 1 or 2."""
+    block of Table 1 or 2. A fine-tuned model that did not learn its task (the tables' `learned`) is no fine-tuned
+    model to judge a claim on, unless `learned` is False: the claim that fine-tuning raises performance."""
     found = reader.frame(group, table)
     found = found[(found["dataset"] == group.arguments["dataset"]) & (found["pair"] == group.arguments["pair"])
                   & (found["state"] == state)]
     if found.empty:
         raise NotMeasurable(f"no {state} rows of {group.label} in {table}")
+    if learned and state == "fine-tuned" and not found["learned"].fillna(True).astype(bool).all():
+        raise NotMeasurable(f"{group.arguments['pair']}: the fine-tuning did not learn its task ({table}'s `learned`"
+                            " is False): its model is no fine-tuned model to judge; fine-tune it until it learns "
+                            "(docs/rajaee-pilehvar.md)")
     if found[["performance_std", f"{ISOTROPY}_std"]].isna().any().any():
         raise NotMeasurable(ONE_SEED)
     return {(row.setting, row.which, int(row.removed)): {
@@ -165,7 +170,7 @@ def _top(cells: dict, setting: str) -> dict:
 
 
 def _check_sts_performance_rises(group: Group, reader, settings: dict) -> Verdict:
-    tuned, pretrained = (_top(_cells(reader, group, "table1", state), "baseline")
+    tuned, pretrained = (_top(_cells(reader, group, "table1", state, learned=False), "baseline")
                          for state in ("fine-tuned", "pre-trained"))
     return above(tuned["performance"], pretrained["performance"], margin=settings["margin_std"],
                  what="Baseline Perf. fine-tuned against pre-trained")

@@ -28,6 +28,7 @@ from shape_of_learning.metrics.registry import METRICS
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 SCHEMAS = Path(__file__).resolve().parents[3] / "workflow" / "schemas"
 CONFIG_SCHEMA, MODEL_SCHEMA = "config.schema.yaml", "model.schema.yaml"
+RENAMED_SECTIONS = {"finetuning": "rajaee_pilehvar"}  # a section's old name -> its name now
 
 
 class ConfigError(ValueError):
@@ -55,6 +56,7 @@ def validate_config(config: dict) -> dict:
     every model entry is validated against its own schema as well. An invalid config raises ConfigError, naming the
     key, the problem and the allowed values.
     """
+    _check_renamed_sections(config)
     with tempfile.TemporaryDirectory() as folder:  # snakemake.utils.validate reads a schema from a file
         files = _write(schemas(), Path(folder))
         _validate(config, files[CONFIG_SCHEMA], "config")
@@ -107,8 +109,8 @@ def read_config_file(path: Path) -> dict:
 
 
 def result_settings(value, where: str):
-    """`value`, the config's setting at `where` ("extraction", "models.*", "finetuning.datasets.*", ...), as a job's
-    params: without the settings its schema marks ``x-rerun: false``, keys sorted at every level.
+    """`value`, the config's setting at `where` ("extraction", "models.*", "rajaee_pilehvar.datasets.*", ...), as a
+    job's params: without the settings its schema marks ``x-rerun: false``, keys sorted at every level.
 
     Snakemake reruns a job when the repr of its params changes, so neither a setting that cannot change a result nor
     the order of keys in a config file may rerun finished work.
@@ -147,6 +149,14 @@ def _resolve(schema: dict, file: str) -> tuple[dict, str]:
     for part in filter(None, pointer.split("/")):
         document = document[part]
     return _resolve(document, file)
+
+
+def _check_renamed_sections(config: dict) -> None:
+    """A section under its old name (`RENAMED_SECTIONS`) is named with its new one, rather than reported as a key the
+    schema does not know."""
+    if old := next((key for key in RENAMED_SECTIONS if key in config), None):
+        raise ConfigError(f"config.{old}: this section is now called `{RENAMED_SECTIONS[old]}:`; rename `{old}:` to "
+                          f"`{RENAMED_SECTIONS[old]}:` in the config file")
 
 
 def _check_metric_settings(metrics: dict) -> None:

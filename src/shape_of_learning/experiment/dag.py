@@ -17,6 +17,7 @@ from shape_of_learning.claims.catalogue import Group, plan_claims
 from shape_of_learning.figures.kinds import FIGURE_KINDS, Figure
 from shape_of_learning.figures.modality import model_group
 from shape_of_learning.models.checkpoints import RANDOM_INIT, SERIES, Checkpoint, RandomInit, checkpoints, random_init
+from shape_of_learning.rajaee_pilehvar.datasets import split_names
 
 RAJAEE_PILEHVAR_TABLES = paths.RAJAEE_PILEHVAR_TABLES
 RAJAEE_PILEHVAR_REPORT = paths.table("rajaee_pilehvar_tables.html")
@@ -27,7 +28,7 @@ CLAIMS_OUTPUTS = (paths.CLAIMS_TABLE, paths.CLAIMS_REPORT)
 
 
 def seed_model(model: str, seed: int) -> str:
-    """The model of one fine-tuning run: a `finetune:` entry of the config, run with one of `finetuning.seeds`."""
+    """The model of one fine-tuning run: a `finetune:` entry of the config, run with one of `rajaee_pilehvar.seeds`."""
     return f"{model}-seed{seed}"
 
 
@@ -57,9 +58,9 @@ class Analysis:
 
     reference: str  # dataset/split
     model: str
-    state: str  # pre-trained | fine-tuned | already sentence-tuned (finetuning.sentence_tuned)
+    state: str  # pre-trained | fine-tuned | already sentence-tuned (rajaee_pilehvar.sentence_tuned)
     seeds: tuple[int, ...]
-    pair: Pair | None = None  # None for a model measured as it is (finetuning.sentence_tuned)
+    pair: Pair | None = None  # None for a model measured as it is (rajaee_pilehvar.sentence_tuned)
 
     @property
     def row(self) -> str:
@@ -99,7 +100,8 @@ class Experiment:
     figures: list[Figure] = field(default_factory=list)
     pairs: list[Pair] = field(default_factory=list)
     analyses: list[Analysis] = field(default_factory=list)  # Tables 1-2; the pairs' on the first split: Figures 1-2
-    training_data: list[str] = field(default_factory=list)  # dataset splits fine-tuned on, left out of evaluations
+    # the dataset splits fine-tuned on whose pairs every evaluation leaves out (rajaee_pilehvar.drop_training_pairs)
+    excluded_training_data: list[str] = field(default_factory=list)
     # random-initialisation baselines, kept apart from `checkpoints` (what health, series and fine-tuning read)
     baselines: dict[str, RandomInit] = field(default_factory=dict)
     # models that cannot be had, each with the reason (a --keep-going run drops what needs them: `deliverables`)
@@ -244,7 +246,7 @@ def plan(config: dict) -> Experiment:
             experiment.figures += plan_figures(kind, entry, {**config, "models": models})
     experiment.baselines = plan_baselines(experiment)
     if pairs:
-        section, seeds = config["finetuning"], tuple(config["finetuning"]["seeds"])
+        section, seeds = config["rajaee_pilehvar"], tuple(config["rajaee_pilehvar"]["seeds"])
         experiment.pairs = pairs
         for reference in section["evaluate"]:
             for pair in pairs:
@@ -253,8 +255,9 @@ def plan(config: dict) -> Experiment:
                                         for seed, model in zip(pair.seeds, pair.finetuned_models)]
             experiment.analyses += [Analysis(reference, model, "already sentence-tuned", seeds)
                                     for model in section["sentence_tuned"]]
-        experiment.training_data = list(dict.fromkeys(entry["finetune"]["data"] for entry in config["models"].values()
-                                                      if "finetune" in entry))
+        if section["drop_training_pairs"]:
+            experiment.excluded_training_data = list(dict.fromkeys(
+                entry["finetune"]["data"] for entry in config["models"].values() if "finetune" in entry))
     if "claims" in config:
         experiment.claims = plan_claims(experiment, config)
     return experiment
@@ -262,13 +265,13 @@ def plan(config: dict) -> Experiment:
 
 def seed_models(config: dict) -> dict[str, dict]:
     """The model registry with each `finetune:` entry replaced, in place, by one entry per seed of
-    `finetuning.seeds`, named `seed_model(name, seed)` and fine-tuned with that seed (`finetune.seed`)."""
+    `rajaee_pilehvar.seeds`, named `seed_model(name, seed)` and fine-tuned with that seed (`finetune.seed`)."""
     models, found = config["models"], {}
     for name, entry in models.items():
         if "finetune" not in entry:
             found[name] = entry
             continue
-        for seed in config["finetuning"]["seeds"]:
+        for seed in config["rajaee_pilehvar"]["seeds"]:
             if (run := seed_model(name, seed)) in models:
                 raise ValueError(f"model {run!r} of `models:` has the name of the seed-{seed} run of `finetune:` entry "
                                  f"{name!r}; rename one of them")
@@ -321,11 +324,11 @@ def parse_reference(reference: str) -> tuple[str, str]:
 
 
 def split_reference(reference: str, datasets: dict, where: str) -> tuple[str, str]:
-    """`parse_reference`, checked against `finetuning.datasets`."""
+    """`parse_reference`, checked against `rajaee_pilehvar.datasets`."""
     name, split = parse_reference(reference)
-    if name not in datasets or split not in datasets[name]["splits"]:
-        known = [f"{n}/{s}" for n, spec in datasets.items() for s in spec["splits"]]
-        raise ValueError(f"{where}: {reference!r} is not a configured dataset split (finetuning.datasets); "
+    if name not in datasets or split not in split_names(name, datasets[name]):
+        known = [f"{n}/{s}" for n, spec in datasets.items() for s in split_names(n, spec)]
+        raise ValueError(f"{where}: {reference!r} is not a configured dataset split (rajaee_pilehvar.datasets); "
                          f"known: {known}")
     return name, split
 
@@ -335,25 +338,25 @@ def plan_pairs(config: dict) -> list[Pair]:
     checked: every pair and every `sentence_tuned` model names models of the registry, every fine-tuned model a
     configured dataset split, every evaluation a configured split."""
     models = config["models"]
-    if "finetuning" not in config:
+    if "rajaee_pilehvar" not in config:
         if tuned := [name for name, entry in models.items() if "finetune" in entry]:
-            raise ValueError(f"models {tuned} are `finetune:` entries, whose data comes from the `finetuning:` "
+            raise ValueError(f"models {tuned} are `finetune:` entries, whose data comes from the `rajaee_pilehvar:` "
                              "section; add it (see config.yaml) or remove them")
         return []
-    section = config["finetuning"]
+    section = config["rajaee_pilehvar"]
     found = [Pair(p["pretrained"], p["finetuned"], p["paper"], tuple(section["seeds"])) for p in section["pairs"]]
     if unknown := [name for name in section["sentence_tuned"] if name not in models]:
-        raise ValueError(f"finetuning.sentence_tuned names {unknown}, which are not in `models:`; add them")
+        raise ValueError(f"rajaee_pilehvar.sentence_tuned names {unknown}, which are not in `models:`; add them")
     if tuned := [name for name in section["sentence_tuned"] if "finetune" in models[name]]:
-        raise ValueError(f"finetuning.sentence_tuned names `finetune:` entries {tuned}, whose runs a pair measures; "
-                         "name them in finetuning.pairs instead")
+        raise ValueError(f"rajaee_pilehvar.sentence_tuned names `finetune:` entries {tuned}, whose runs a pair "
+                         "measures; name them in rajaee_pilehvar.pairs instead")
     for pair in found:
         for name in (pair.pretrained, pair.finetuned):
             if name not in models:
-                raise ValueError(f"finetuning.pairs names model {name!r}, which is not in `models:`; add it")
+                raise ValueError(f"rajaee_pilehvar.pairs names model {name!r}, which is not in `models:`; add it")
         spec = models[pair.finetuned].get("finetune")
         if spec is None or spec["base"] != pair.pretrained:
-            raise ValueError(f"finetuning.pairs: model {pair.finetuned!r} must be a `finetune:` entry with "
+            raise ValueError(f"rajaee_pilehvar.pairs: model {pair.finetuned!r} must be a `finetune:` entry with "
                              f"base: {pair.pretrained}")
     for name, entry in models.items():
         if "finetune" in entry:
@@ -365,5 +368,5 @@ def plan_pairs(config: dict) -> list[Pair]:
                                  "fine-tune a model that is not")
             split_reference(entry["finetune"]["data"], section["datasets"], f"model {name!r}: finetune.data")
     for reference in section["evaluate"]:
-        split_reference(reference, section["datasets"], "finetuning.evaluate")
+        split_reference(reference, section["datasets"], "rajaee_pilehvar.evaluate")
     return found

@@ -5,7 +5,9 @@ records its config in the root (`paths.WRITTEN_BY`) as it starts its jobs; every
 record while Snakemake plans and refuses a root another config wrote, naming the ways out. A config is named by its
 base file, the first --configfile (config.yaml when none is given): an overlay read after it (presets/ci.yaml on
 presets/demo.yaml), a --config tweak or an edit of the file keeps the name. A root written before the record existed
-is adopted by its next run.
+is adopted by its next run. A root that holds an output under a name this version no longer writes (`RETIRED`) is
+refused too, with the entry's fix: its jobs would not be found done, and a reader of the old name would read stale
+results.
 """
 
 import json
@@ -18,10 +20,16 @@ from shape_of_learning import RESULTS_VARIABLE
 from shape_of_learning.corpus.io import atomic_path
 
 KEY = "results"  # the config's key of the results root
+# Outputs renamed or dropped: a glob under the results root (no "**": every dry run looks) -> what to do, one sentence.
+RETIRED: dict[str, str] = {}
 
 
 class ForeignRootError(RuntimeError):
     """The results root holds another config's results; the message names both configs and the ways out."""
+
+
+class RetiredOutputError(RuntimeError):
+    """The results root holds an output under a name this version no longer writes; the message names it and the fix."""
 
 
 def export(config: dict) -> None:
@@ -46,8 +54,10 @@ def config_name(configfiles: list, workflow_dir: Path) -> str:
 
 
 def check(marker: Path, name: str) -> None:
-    """Refuse a root whose record names another config than `name`; a root without a record passes."""
+    """Refuse a root holding a retired output (`refuse_retired`) or whose record names another config than `name`;
+    a root without a record passes the second."""
     marker = Path(marker)
+    refuse_retired(marker.parent)
     if not marker.exists():
         return
     written = _read(marker, name)
@@ -58,6 +68,13 @@ def check(marker: Path, name: str) -> None:
             f"{root}/ holds the results of {written['config']} (since {since}), not of {name}, which this run reads. "
             f"Give this run a results folder of its own (--config {KEY}={own}, or `{KEY}: {own}` in {name}); "
             f"or delete {root}/ to start over; or delete {marker} to adopt {root}/ for {name}")
+
+
+def refuse_retired(root: Path) -> None:
+    """Refuse a root holding a file or folder that a pattern of `RETIRED` matches, in one line naming it and the fix."""
+    for pattern, fix in RETIRED.items():
+        if found := next(Path(root).glob(pattern), None):
+            raise RetiredOutputError(f"{found} was written by an earlier version under a name it no longer has: {fix}")
 
 
 def claim(marker: Path, name: str) -> None:

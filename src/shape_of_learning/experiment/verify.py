@@ -18,7 +18,7 @@ from shape_of_learning.claims.scorecard import errors, lines, scorecard
 from shape_of_learning.experiment.dag import RAJAEE_PILEHVAR_TABLES, Experiment, plan
 from shape_of_learning.metrics.tables import ROW_KEY
 
-RAJAEE_PILEHVAR_VALUES = ["performance", "isotropy", "isotropy_u_only"]
+RAJAEE_PILEHVAR_VALUES = ["performance", "isotropy", "isotropy_notebook"]
 
 
 def expected_rows(experiment: Experiment, metrics: list[str], batches: int) -> set[tuple]:

@@ -1,6 +1,8 @@
 """Isotropy scores: I(W) of Mu & Viswanath (2018) and IsoScore of Rudman et al. (2022)."""
 
+import numpy as np
 import torch
+from scipy.special import logsumexp
 
 from .vectors import Vectors
 
@@ -11,11 +13,11 @@ def isotropy_iw(X, device: str | torch.device = "auto") -> float:
     W is the raw (uncentred) n x D matrix, as in Mu & Viswanath (2018, "All-but-the-top", ICLR) and the
     implementation of Rajaee & Pilehvar (2021). Sign convention: an eigenvector has no sign, so u runs over both u
     and -u (2 D directions) and the result does not depend on the eigensolver's sign choice. The published reference
-    code takes each u once, with whatever sign the eigensolver returned (`isotropy_iw_u_only`); since Z(-u) can
-    differ from Z(u) by orders of magnitude for an off-centre cloud, the two conventions can give different values
-    for the same W, and ours is never larger (its min is over more terms, its max too). log Z is computed with
-    logsumexp (hidden states have norms in the hundreds and a plain exp overflows) and the ratio as
-    exp(min log Z - max log Z).
+    code takes each u once, with whatever sign its eigensolver returned (`isotropy_iw_notebook`); since Z(-u) can
+    differ from Z(u) by orders of magnitude for an off-centre cloud, that value depends on the solver, and ours is
+    never larger (its min is over more terms, its max too): `isotropy_iw_sign_draws` shows how far apart the
+    choices of sign lie. log Z is computed with logsumexp (hidden states have norms in the hundreds and a plain exp
+    overflows) and the ratio as exp(min log Z - max log Z).
 
     Cost: the one full eigendecomposition of the batch (`Vectors.eigh_uncentred`, D x D, float32, on the device;
     I(W) needs every eigenvector by definition), then log Z(u) for all 2 D directions from one n x D x D matrix
@@ -27,27 +29,51 @@ def isotropy_iw(X, device: str | torch.device = "auto") -> float:
     by c) and on n / D: a standard Gaussian sample with n = 4096, D = 768 gives about 0.40, because the sample
     variances along the eigenvectors spread over the Marchenko-Pastur range.
     """
-    log_z = torch.cat(_log_partition(X, device))
-    return float(torch.exp(log_z.min() - log_z.max()))
+    high, low = _log_partition(X, device)
+    return float(torch.exp(low.min() - high.max()))
 
 
-def isotropy_iw_u_only(X, device: str | torch.device = "auto") -> float:
-    """I(W) as the reference code of Mu & Viswanath and of Rajaee & Pilehvar computes it: each eigenvector u once,
-    with the sign `torch.linalg.eigh` returned (which is arbitrary). Reported beside `isotropy_iw` where the
-    Rajaee & Pilehvar tables are compared, so that a difference from the paper can be told apart from this
-    convention; see `isotropy_iw` for the definition."""
-    log_z, _ = _log_partition(X, device)
-    return float(torch.exp(log_z.min() - log_z.max()))
+def isotropy_iw_sign_draws(X, draws: int = 64, seed: int = 0, device: str | torch.device = "auto") -> torch.Tensor:
+    """I(W) with each eigenvector taken once, as the reference code does, for `draws` random choices of its signs:
+    the spread of that convention over the signs an eigensolver may return (float64, one value per draw).
+
+    Draw k takes, for every eigenvector, u or -u by a fair coin of a generator seeded with `seed`; the coins choose
+    between the larger and the smaller of Z(u) and Z(-u), so that the draws do not depend on the signs the solver
+    returned either. Every value is at least `isotropy_iw`. Costs nothing beyond `isotropy_iw`'s eigendecomposition
+    when given the same `Vectors`.
+    """
+    high, low = _log_partition(X, device)
+    coins = torch.rand(draws, len(high), generator=torch.Generator().manual_seed(seed), dtype=torch.float64) < 0.5
+    log_z = torch.where(coins.to(high.device), low, high)
+    return torch.exp(log_z.min(1).values - log_z.max(1).values).cpu()
+
+
+def isotropy_iw_notebook(X) -> float:
+    """I(W) as Rajaee & Pilehvar's notebook computes it: `isotropy` of src/Clusterbased_isotropy_enhancement.ipynb
+    (github.com/Sara-Rajaee/clusterbased_isotropy_enhancement), transcribed. The eigenvectors of W^T W come from
+    `np.linalg.eig` in the dtype of X (their float32 representations), each taken once with the sign it returned.
+
+    Two changes that leave every finite value of theirs as it is: log Z(u) by logsumexp in float64 (their
+    ``np.sum(np.exp(f))`` overflows float32 once some u^T w_i exceeds 88), and the real part of the eigenvectors
+    (`eig` solves the symmetric W^T W as a general matrix and can return imaginary parts of rounding size). What it
+    returns depends on the eigensolver's signs; `isotropy_iw` does not.
+    """
+    W = np.asarray(X)
+    _, eigenvectors = np.linalg.eig(np.matmul(np.transpose(W), W))
+    log_z = logsumexp(np.matmul(W, np.real(eigenvectors)).astype(np.float64), axis=0)
+    return float(np.exp(log_z.min() - log_z.max()))
 
 
 def _log_partition(X, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """log Z(u) and log Z(-u), float64, for every eigenvector u of W^T W."""
+    """For every eigenvector u of W^T W, the larger and the smaller of log Z(u) and log Z(-u) (float64): free of
+    the sign the eigensolver gave u."""
     vectors = Vectors.of(X, device)
     _, eigenvectors = vectors.eigh_uncentred
     projections = vectors.centred32 @ eigenvectors  # u^T (w_i - mean) for every u
     offsets = vectors.mean @ eigenvectors.double()  # u^T mean, added in float64
-    return (torch.logsumexp(projections, dim=0).double() + offsets,
-            torch.logsumexp(-projections, dim=0).double() - offsets)
+    plus = torch.logsumexp(projections, dim=0).double() + offsets
+    minus = torch.logsumexp(-projections, dim=0).double() - offsets
+    return torch.maximum(plus, minus), torch.minimum(plus, minus)
 
 
 def isoscore(X, device: str | torch.device = "auto") -> float:

@@ -3,7 +3,7 @@
 An entry has exactly one source: ``hub_id`` (a Hugging Face repo), ``path`` (a saved model directory), ``package``
 (``"pkgname/subdir"``, a model shipped inside an installed Python package), ``train`` (a model the pipeline trains
 itself, saved under `paths.trained_checkpoint`) or ``finetune`` (another entry fine-tuned by the pipeline, one
-checkpoint ``main`` saved under `paths.finetuned_model`, see `shape_of_learning.finetuning`). Its
+checkpoint ``main`` saved under `paths.finetuned_model`, see `shape_of_learning.rajaee_pilehvar`). Its
 ``checkpoints`` are, for hub/path/package sources:
 
 - absent: one checkpoint ``main`` (the repo's default branch, or the directory itself);

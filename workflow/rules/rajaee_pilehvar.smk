@@ -1,8 +1,8 @@
 # Rajaee & Pilehvar (Findings of EMNLP 2021), how fine-tuning changes isotropy: rated-pair datasets, Siamese
 # fine-tuning, the five isotropy settings on pre-trained and fine-tuned token spaces (Tables 1-2) and Figures 1-2.
-# The fine-tuned models are the runs of a `finetune:` entry, one per seed of finetuning.seeds, each a model of the
+# The fine-tuned models are the runs of a `finetune:` entry, one per seed of rajaee_pilehvar.seeds, each a model of the
 # planned registry, so extraction and the per-layer metrics treat them like any other model. Included where the
-# config has a `finetuning:` section; its jobs are EXPERIMENT.analyses.
+# config has a `rajaee_pilehvar:` section; its jobs are EXPERIMENT.analyses.
 from shape_of_learning.experiment.dag import RAJAEE_PILEHVAR_FIGURES, RAJAEE_PILEHVAR_REPORT, RAJAEE_PILEHVAR_TABLES
 
 
@@ -15,8 +15,8 @@ rule obtain_rated_pairs:
     output:
         directory(paths.dataset()),
     params:
-        settings=lambda wildcards: result_settings(config["finetuning"]["datasets"][wildcards.dataset],
-                                                   "finetuning.datasets.*"),
+        settings=lambda wildcards: result_settings(config["rajaee_pilehvar"]["datasets"][wildcards.dataset],
+                                                   "rajaee_pilehvar.datasets.*"),
     localrule: True
     log:
         paths.log("obtain_rated_pairs", "{dataset}"),
@@ -52,7 +52,7 @@ rule finetune_model:
 rule measure_isotropy_settings:
     input:
         pairs=paths.dataset(),
-        training=[paths.dataset(parse_reference(reference)[0]) for reference in EXPERIMENT.training_data],
+        training=[paths.dataset(parse_reference(reference)[0]) for reference in EXPERIMENT.excluded_training_data],
         pin=lambda wildcards: last_pin(wildcards.model),
         trained=trained_model_dir,
     output:
@@ -62,9 +62,9 @@ rule measure_isotropy_settings:
     params:
         checkpoint=lambda wildcards: EXPERIMENT.last_checkpoint(wildcards.model),
         entry=lambda wildcards: result_settings(model_entry(wildcards), "models.*"),
-        settings=result_settings(config["finetuning"], "finetuning"),
+        settings=result_settings(config["rajaee_pilehvar"], "rajaee_pilehvar"),
         seeds=lambda wildcards: EXPERIMENT.analysis_seeds(wildcards.model),
-        training=EXPERIMENT.training_data,  # its pairs are left out of every evaluation
+        training=EXPERIMENT.excluded_training_data,  # splits whose pairs are left out of every evaluation
         dtype=config["extraction"]["dtype"],  # the forward pass's, as extraction's (a model entry's `dtype` wins)
     threads: 1  # a workstation's, as extraction's; profiles/slurm sets a cluster's (set-threads)
     resources:

@@ -8,8 +8,11 @@ deletes the first and last position: [CLS] and [SEP], for RoBERTa <s> and </s>; 
 first-token vector of each text. At the table layer (the last by default) every setting of `settings` is applied to
 all tokens of all texts together, and measured by
 - performance: Spearman x 100 between the gold scores and the cosine of the two texts' mean transformed tokens;
-- isotropy: I(W) of the transformed tokens, both sign conventions (`metrics.isotropy`).
-The clustered settings are measured once per seed (`finetuning.seeds`), each with its own k-means.
+- isotropy: I(W) of the transformed tokens (`metrics.isotropy`): `isotropy`, free of the eigensolver's signs, which
+  every table, figure and claim reads; beside it what the authors' notebook computes on the same vectors
+  (`isotropy_notebook`) and the range of the one-sign value over `SIGN_DRAWS` random sign choices
+  (`isotropy_u_only_min`, `isotropy_u_only_max`).
+The clustered settings are measured once per seed (`rajaee_pilehvar.seeds`), each with its own k-means.
 """
 
 import logging
@@ -28,7 +31,7 @@ from shape_of_learning.extraction.hidden_states import extract
 from shape_of_learning.extraction.loading import load_preprocessor
 from shape_of_learning.extraction.shards import read_shard
 from shape_of_learning.metrics import Vectors
-from shape_of_learning.metrics.isotropy import isotropy_iw, isotropy_iw_u_only
+from shape_of_learning.metrics.isotropy import isotropy_iw, isotropy_iw_notebook, isotropy_iw_sign_draws
 from shape_of_learning.models.checkpoints import Checkpoint
 
 from . import settings as transforms
@@ -36,6 +39,10 @@ from . import settings as transforms
 logger = logging.getLogger(__name__)
 
 CLUSTERED = ("cluster_zero_mean", "cluster_based")  # the settings that depend on the k-means seed
+SIGN_DRAWS = 64  # random sign choices behind the range of the one-sign I(W) (`isotropy_u_only_min`, `_max`)
+# A text whose pooled vector is shorter than this fraction of the root-mean-square token norm pooled to the origin
+# (float32 rounding of a centred cluster of one text's copies is ~1e-7 of it): its cosine is 0, not a random one.
+ZERO_POOLED = 1e-4
 
 
 def spearman_x100(gold, predicted) -> float:
@@ -52,9 +59,13 @@ def variants(directions: int, least: list[int]) -> list[dict]:
 
 
 def isotropy(X: np.ndarray, device: str = "auto") -> dict:
-    """I(W) of X in both sign conventions, sharing one eigendecomposition."""
+    """I(W) of X free of the eigensolver's signs (`isotropy`), what the authors' notebook computes on X
+    (`isotropy_notebook`), and the smallest and largest one-sign I(W) over `SIGN_DRAWS` seeded sign choices, the
+    sign-free values sharing one eigendecomposition."""
     vectors = Vectors.of(X, device)
-    return dict(isotropy=isotropy_iw(vectors), isotropy_u_only=isotropy_iw_u_only(vectors))
+    draws = isotropy_iw_sign_draws(vectors, SIGN_DRAWS)
+    return dict(isotropy=isotropy_iw(vectors), isotropy_notebook=isotropy_iw_notebook(X),
+                isotropy_u_only_min=float(draws.min()), isotropy_u_only_max=float(draws.max()))
 
 
 def occurrences(pairs: pd.DataFrame) -> list[str]:
@@ -65,13 +76,16 @@ def occurrences(pairs: pd.DataFrame) -> list[str]:
 def pair_performance(tokens: np.ndarray, occurrence_of_token: np.ndarray, scores) -> float:
     """Spearman x 100 of `scores` against the cosine of each pair's two mean-pooled texts: pair i is occurrences 2i
     and 2i + 1 (`occurrences`), whose rows of `tokens` `occurrence_of_token` names. The cosine with a text pooled to
-    the zero vector is 0."""
+    (nearly) the zero vector is 0 (`ZERO_POOLED`)."""
     count = 2 * len(scores)
     sums = np.zeros((count, tokens.shape[1]))
     np.add.at(sums, occurrence_of_token, tokens)
     pooled = sums / np.bincount(occurrence_of_token, minlength=count)[:, None]
-    # A text can pool to the origin (a one-token word alone in its k-means cluster, once the cluster is centred): its
-    # cosine with anything is 0, as in scikit-learn's cosine_similarity, rather than 0 / 0.
+    # A text can pool to the origin (a one-token word whose copies are a k-means cluster of their own, once the
+    # cluster is centred): its cosine with anything is 0, as in scikit-learn's cosine_similarity, rather than the
+    # cosine of its rounding error.
+    scale = np.sqrt(np.mean(np.sum(np.square(tokens, dtype=np.float64), axis=1)))
+    pooled[np.linalg.norm(pooled, axis=1) <= ZERO_POOLED * scale] = 0
     unit = normalize(pooled)
     return spearman_x100(scores, (unit[0::2] * unit[1::2]).sum(1))
 
@@ -103,28 +117,20 @@ def analyse(checkpoint: Checkpoint, entry: dict, pin: dict, pairs: pd.DataFrame,
     """(settings table, I(W) per layer, 2-D PCA of a sample of table-layer tokens) for one model on `pairs`.
 
     The settings table has one row per seed of `seeds` and variant (`variants`); only the clustered settings differ
-    between seeds (`kmeans`, `clusters`: `settings.cluster_labels`). The per-layer table marks a view
-    `degenerate` where it holds fewer distinct vectors than dimensions D: W^T W is then singular, each of its
-    null-space eigenvectors u gives Z(u) = n, and I(W) tells the sample's rank rather than the space's shape (a
-    [CLS] vector per text needs at least D distinct texts). The PCA sample is drawn with the first seed.
+    between seeds (`kmeans`, `clusters`: `settings.cluster_labels`). The per-layer table is `per_layer`'s. The PCA
+    sample is drawn with the first seed.
     """
     texts = occurrences(pairs)
     layers, index, forward_dtype = hidden_tokens(checkpoint, entry, pin, texts, batch_size=batch_size, device=device,
                                                  dtype=dtype)
-    words, first = ~index["added"].to_numpy(), (index["position"] == 0).to_numpy()
+    words = ~index["added"].to_numpy()
     if missing := sorted(set(range(len(texts))) - set(index.loc[words, "window"])):
         raise ValueError(f"{checkpoint.model}: texts without a token of their own, e.g. {texts[missing[0]]!r}")
-    text = np.array(texts, dtype=object)[index["window"].to_numpy()]
-    # the same text encodes to the same vectors wherever it occurs: distinct vectors are distinct (text, position)s
-    distinct = {"all": len(set(zip(text[words], index["position"][words]))), "cls": len(set(texts))}
-    per_layer = [dict(layer=layer, tokens=name, count=int(rows.sum()), distinct=distinct[name],
-                      degenerate=distinct[name] < X.shape[1], **isotropy(X[rows], device))
-                 for layer, X in enumerate(layers) for name, rows in (("all", words), ("cls", first))]
 
     X, occurrence_of_token = layers[table_layer][words], index.loc[words, "window"].to_numpy()
     if bad := [n for n in (directions, *least) if n > X.shape[1]]:
         raise ValueError(f"{checkpoint.model} has {X.shape[1]} dimensions; cannot remove {bad} directions: lower "
-                         "finetuning.directions / finetuning.least_directions")
+                         "rajaee_pilehvar.directions / rajaee_pilehvar.least_directions")
     basis, measured, rows = transforms.principal_directions(X), {}, []
     for seed in seeds:
         labels = transforms.cluster_labels(X, clusters, seed, kmeans)
@@ -144,4 +150,27 @@ def analyse(checkpoint: Checkpoint, entry: dict, pin: dict, pairs: pd.DataFrame,
     sample = np.random.default_rng(seeds[0]).permutation(len(X))[:figure_tokens]
     view = pd.DataFrame(PCA(2, random_state=seeds[0]).fit_transform(X)[sample], columns=["pc1", "pc2"])
     view["token_id"] = index.loc[words, "token_id"].to_numpy()[sample]
-    return table, pd.DataFrame(per_layer).assign(dtype=forward_dtype), view
+    return table, per_layer(layers, index, texts, device).assign(dtype=forward_dtype), view
+
+
+def per_layer(layers: list[np.ndarray], index: pd.DataFrame, texts: list[str], device: str = "auto") -> pd.DataFrame:
+    """I(W) (sign-free) of every layer's two views, "all" (the texts' own tokens, as `hidden_tokens` marks them) and
+    "cls" (each text's first token), with how many vectors each holds (`count`) and how many distinct ones
+    (`distinct`). A view is `degenerate` where it holds fewer distinct vectors than dimensions D: W^T W is then
+    singular, each of its null-space eigenvectors u gives Z(u) = n, and I(W) tells the sample's rank rather than
+    the space's shape. Layer 0's [CLS] view is one vector; a later layer's needs at least D distinct texts. Figure 1
+    and the claims leave degenerate views out.
+
+    Distinct vectors: equal rows count once (at layer 0 a position's vector is its token's and position's alone), and
+    so do the rows of one text and position (a text encodes to the same vectors wherever it occurs, up to the
+    rounding of its batch)."""
+    views = {"all": ~index["added"].to_numpy(), "cls": (index["position"] == 0).to_numpy()}
+    inputs = pd.Series(list(zip(np.array(texts, dtype=object)[index["window"].to_numpy()], index["position"])))
+    distinct_inputs = {name: inputs[view].nunique() for name, view in views.items()}
+    rows = []
+    for layer, X in enumerate(layers):
+        for name, view in views.items():
+            distinct = min(len(np.unique(X[view], axis=0)), distinct_inputs[name])
+            rows.append(dict(layer=layer, tokens=name, count=int(view.sum()), distinct=distinct,
+                             degenerate=distinct < X.shape[1], isotropy=isotropy_iw(X[view], device)))
+    return pd.DataFrame(rows)

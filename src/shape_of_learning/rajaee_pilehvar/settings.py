@@ -28,7 +28,7 @@ def zero_mean(X: np.ndarray) -> np.ndarray:
 
 
 def cluster_labels(X: np.ndarray, clusters: int, seed: int = 0, method: str = "reference") -> np.ndarray:
-    """k-means labels of the rows of X, k capped at the number of distinct rows (`finetuning.kmeans`).
+    """k-means labels of the rows of X, k capped at the number of distinct rows (`rajaee_pilehvar.kmeans`).
 
     - ``reference`` (the default): Rajaee & Pilehvar's notebook, ``scipy.cluster.vq.kmeans2(X, k, minit="points")``:
       one run from k distinct rows drawn at random (here by `seed`), Lloyd's iterations until the centroids move
@@ -36,7 +36,7 @@ def cluster_labels(X: np.ndarray, clusters: int, seed: int = 0, method: str = "r
     - ``sklearn``: scikit-learn's KMeans, k-means++ seeding and the best of 3 runs by inertia.
     """
     if method not in KMEANS:
-        raise ValueError(f"unknown k-means {method!r}; choose one of {KMEANS} (finetuning.kmeans)")
+        raise ValueError(f"unknown k-means {method!r}; choose one of {KMEANS} (rajaee_pilehvar.kmeans)")
     clusters = min(clusters, len(np.unique(X, axis=0)))
     if method == "sklearn":
         return KMeans(n_clusters=clusters, n_init=3, random_state=seed).fit_predict(X)

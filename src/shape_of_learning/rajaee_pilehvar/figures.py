@@ -6,6 +6,7 @@ from pathlib import Path
 import matplotlib.cm
 import matplotlib.colors
 import matplotlib.figure
+import matplotlib.ticker
 import numpy as np
 import pandas as pd
 import seaborn as sns
@@ -27,15 +28,14 @@ def labelled(files, analyses) -> pd.DataFrame:
                       for job, path in zip(analyses, files)], ignore_index=True)
 
 
-def isotropy_by_layer(layers: pd.DataFrame, out_png: Path, out_pdf: Path, *, dataset: str,
-                      column: str = "isotropy_u_only"):
-    """Figure 1: -log I(W) (natural log; higher = less isotropic) per layer, one panel per model pair, lines for the
-    pre-trained space (all tokens), the fine-tuned space (all tokens) and the fine-tuned [CLS] vectors. I(W) as the
-    paper computes it, each eigenvector once (`column` isotropy_u_only; "isotropy" draws the +-u convention). A
-    fine-tuned line is the mean over the seeds' runs, with a band of +- one std; a line whose view is degenerate
-    (fewer distinct vectors than dimensions, see `analysis.analyse`) is dashed and says so.
+def isotropy_by_layer(layers: pd.DataFrame, out_png: Path, out_pdf: Path, *, dataset: str):
+    """Figure 1: -log I(W) (natural log; higher = less isotropic; I(W) free of the eigensolver's signs, the column
+    `isotropy`) per layer, one panel per model pair, lines for the pre-trained space (all tokens), the fine-tuned
+    space (all tokens) and the fine-tuned [CLS] vectors. A fine-tuned line is the mean over the seeds' runs, with a
+    band of +- one std. A layer whose view is degenerate in any run (fewer distinct vectors than dimensions, see
+    `analysis.per_layer`: layer 0's [CLS] is one vector) is left out of its line, and the legend says which.
 
-    `layers` has columns pair, state, tokens ("all" | "cls"), layer, degenerate and `column`, one row per run.
+    `layers` has columns pair, state, tokens ("all" | "cls"), layer, degenerate and isotropy, one row per run.
     """
     pairs = list(dict.fromkeys(layers["pair"]))
     figure, axes = new_figure(len(pairs), 4.5, sharey=False)
@@ -43,15 +43,17 @@ def isotropy_by_layer(layers: pd.DataFrame, out_png: Path, out_pdf: Path, *, dat
     for ax, pair in zip(axes, pairs):
         for (state, tokens), label in LINES.items():
             line = layers[(layers["pair"] == pair) & (layers["state"] == state) & (layers["tokens"] == tokens)]
-            runs = (-np.log(line[column])).groupby(line["layer"]).agg(["mean", "std"])
-            degenerate = bool(line["degenerate"].any())
-            ax.plot(runs.index, runs["mean"], marker="o", markersize=3, color=colours[state, tokens],
-                    linestyle="--" if degenerate else "-",
-                    label=f"{label} (degenerate: fewer distinct vectors than dimensions)" if degenerate else label)
+            degenerate = sorted(set(line.loc[line["degenerate"], "layer"]))
+            line = line[~line["layer"].isin(degenerate)]
+            runs = (-np.log(line["isotropy"])).groupby(line["layer"]).agg(["mean", "std"])
+            if degenerate:
+                label += f" (degenerate, left out: layer {', '.join(map(str, degenerate))})"
+            ax.plot(runs.index, runs["mean"], marker="o", markersize=3, color=colours[state, tokens], label=label)
             ax.fill_between(runs.index, runs["mean"] - runs["std"], runs["mean"] + runs["std"],
                             color=colours[state, tokens], alpha=0.2, linewidth=0)  # nothing where std is NaN
         ax.set_title(pair)
         ax.set_xlabel("Layer (0 = embeddings)")
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
         ax.legend(fontsize="small")
     axes[0].set_ylabel("-log I(W)")
     figure.suptitle(f"{CITATION}, Figure 1: isotropy per layer, pre-trained vs fine-tuned, on {dataset}")

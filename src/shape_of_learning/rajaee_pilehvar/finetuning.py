@@ -9,8 +9,8 @@ shuffled ``DataLoader``, AdamW with weight decay 0.01 on every parameter but bia
 
 One difference from sentence-transformers, on purpose: the mean is over the tokens of the text, without the special
 tokens the tokenizer adds ([CLS]/[SEP], <s>/</s>), which sentence-transformers' ``Pooling`` includes. That is the
-sentence vector Rajaee & Pilehvar's notebook evaluates (`shape_of_learning.finetuning.analysis`), so fine-tuning
-trains the vector that Tables 1-2 measure. ``tests/test_finetuning.py`` trains a tiny model both here and with
+sentence vector Rajaee & Pilehvar's notebook evaluates (`shape_of_learning.rajaee_pilehvar.analysis`), so fine-tuning
+trains the vector that Tables 1-2 measure. ``tests/test_rajaee_pilehvar.py`` trains a tiny model both here and with
 sentence-transformers' own ``old_fit`` (given this pooling) and finds the same losses and weights.
 
 A loop of our own rather than sentence-transformers': its ``fit`` needs the `datasets` package on top of the pinned
@@ -47,7 +47,7 @@ def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 def sentence_vectors(model, tokenizer, texts: list[str], max_length: int) -> torch.Tensor:
     """Each text's mean token vector at the last layer, over its own tokens: padding and the special tokens the
-    tokenizer adds are left out (the notebook's population, `shape_of_learning.finetuning.analysis`)."""
+    tokenizer adds are left out (the notebook's population, `shape_of_learning.rajaee_pilehvar.analysis`)."""
     batch = tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt",
                       return_special_tokens_mask=True).to(model.device)
     added = batch.pop("special_tokens_mask")  # 1 for the tokens the tokenizer adds, and padding; not [UNK]

@@ -2,7 +2,8 @@
 
 Every reader returns a DataFrame with columns ``text1``, ``text2``, ``score`` (the gold rating as published) and
 raises ValueError naming the file and line of the first malformed record. Datasets are configured under
-``finetuning: datasets:`` (see config.yaml); a split is referenced as ``"name/split"``, e.g. ``stsb/dev``.
+``rajaee_pilehvar: datasets:`` (see config.yaml); a split is referenced as ``"name/split"``, e.g. ``stsb/dev``. A set
+published in one piece gets a held-out split of its own (`random_split`).
 """
 
 import json
@@ -19,6 +20,7 @@ from shape_of_learning.corpus.fetch import _digests, obtain
 logger = logging.getLogger(__name__)
 
 COLUMNS = ["text1", "text2", "score"]
+RANDOM_SPLITS = ("train", "test")  # the splits a dataset's `random_split` adds
 
 
 def read_sts(path: Path, *, lines=None) -> pd.DataFrame:
@@ -82,6 +84,24 @@ def _frame(rows, path) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+def split_names(name: str, spec: dict) -> list[str]:
+    """The splits of a configured dataset: its `splits`, and `train` and `test` where it has a `random_split`."""
+    if "random_split" not in spec:
+        return list(spec["splits"])
+    if spec["random_split"]["of"] not in spec["splits"] or set(RANDOM_SPLITS) & set(spec["splits"]):
+        raise ValueError(f"dataset {name!r}: random_split divides one of its splits {list(spec['splits'])}, named "
+                         f"other than {list(RANDOM_SPLITS)}; fix rajaee_pilehvar.datasets.{name}")
+    return [*spec["splits"], *RANDOM_SPLITS]
+
+
+def random_split(pairs: pd.DataFrame, test: float, seed: int = 0) -> dict[str, pd.DataFrame]:
+    """`pairs` in two: `test`, a share of them drawn at random by `seed` (rounded to whole pairs), and `train`, the
+    others, each in the original order."""
+    held_out = np.zeros(len(pairs), dtype=bool)
+    held_out[np.random.default_rng(seed).permutation(len(pairs))[:round(test * len(pairs))]] = True
+    return {"train": pairs[~held_out].reset_index(drop=True), "test": pairs[held_out].reset_index(drop=True)}
+
+
 def drop_training_pairs(evaluation: pd.DataFrame, training: list[pd.DataFrame]) -> tuple[pd.DataFrame, int]:
     """The evaluation pairs that no training set holds, and how many were dropped. A pair is the same in either
     order (WordSim-353 rates "man"/"woman" where SimLex-999 rates "woman"/"man"): WordSim-353 shares 9 pairs with
@@ -99,7 +119,7 @@ def obtain_archive(name: str, spec: dict, dest: Path, lock: Path) -> Path:
     when the config gives one; otherwise against the digest recorded in `lock` by the first run, which writes it.
     """
     if not spec["url"] and not spec["local_path"]:
-        raise ValueError(f"dataset {name!r}: no source; set finetuning.datasets.{name}.url or .local_path "
+        raise ValueError(f"dataset {name!r}: no source; set rajaee_pilehvar.datasets.{name}.url or .local_path "
                          "(or `gensim: true` for the similarity sets shipped with gensim)")
     pinned = spec["sha256"]
     recorded = json.loads(lock.read_text())["sha256"] if lock.is_file() else None
@@ -111,14 +131,22 @@ def obtain_archive(name: str, spec: dict, dest: Path, lock: Path) -> Path:
         digest = _digests(dest)["sha256"]
         lock.parent.mkdir(parents=True, exist_ok=True)
         lock.write_text(json.dumps({"dataset": name, "url": spec["url"], "sha256": digest}, indent=2) + "\n")
-        logger.info("%s: recorded sha256 %s in %s; later runs check it (or set finetuning.datasets.%s.sha256)",
+        logger.info("%s: recorded sha256 %s in %s; later runs check it (or set rajaee_pilehvar.datasets.%s.sha256)",
                     name, digest, lock, name)
     return dest
 
 
+def read_splits(name: str, spec: dict, archive: Path | None = None) -> dict[str, pd.DataFrame]:
+    """Every split of a configured dataset (`split_names`, which planning has checked), by name."""
+    found = {split: read_split(name, spec, split, archive) for split in spec["splits"]}
+    if divide := spec.get("random_split"):
+        found.update(random_split(found[divide["of"]], divide["test"], divide["seed"]))
+    return found
+
+
 def read_split(name: str, spec: dict, split: str, archive: Path | None = None) -> pd.DataFrame:
     """One split of a configured dataset: a member of the STS archive, or files of gensim's test data."""
-    source, fix = spec["splits"][split], f"fix finetuning.datasets.{name}"
+    source, fix = spec["splits"][split], f"fix rajaee_pilehvar.datasets.{name}"
     if (spec["format"] == "lee") != isinstance(source, list):
         wanted = "[documents, ratings]" if spec["format"] == "lee" else "one file"
         raise ValueError(f"dataset {name!r}, split {split!r}: give {wanted} for format {spec['format']}; {fix}.splits")
