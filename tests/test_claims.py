@@ -22,7 +22,7 @@ from shape_of_learning.claims.scorecard import COLUMNS, lines, render, scorecard
 from shape_of_learning.experiment.config import ConfigError, load_config, validate_config
 from shape_of_learning.experiment.dag import plan
 from shape_of_learning.experiment.outcome import drop_unavailable
-from shape_of_learning.figures.modality import model_group
+from shape_of_learning.figures.profile_by_modality import model_group
 from shape_of_learning.finetuning.analysis import variants
 from shape_of_learning.finetuning.tables import comparison, paper_values
 from shape_of_learning.health.assess import COLUMNS as HEALTH_COLUMNS
@@ -273,9 +273,9 @@ def test_on_a_run_where_the_papers_are_right_every_claim_of_the_demo_holds(tmp_p
     holds = dict(zip(card["claim"] + " / " + card["group"], card["holds"]))
     # the demo has no speech model: that row says so; every other row holds
     assert {row: verdict for row, verdict in holds.items() if verdict != "yes"} == {
-        "anisotropy_beyond_subword_text / speech transformers of figures.by_modality": "not measurable"}
+        "anisotropy_beyond_subword_text / speech transformers of figures.profile_by_modality": "not measurable"}
     assert card.loc[card["holds"] == "not measurable", "reason"].tolist() == [
-        "no speech transformers among the models of figures.by_modality"]
+        "no speech transformers among the models of figures.profile_by_modality"]
     bell = card.set_index("claim").loc["decoder_bell"]
     assert bell["models"] == "demo-pythia"
     assert bell["measured"].startswith("demo-pythia: peak 0.9 at layer 2 (0.50 of the way to layer 4)")
@@ -385,10 +385,10 @@ def test_the_paper_s_claims_concern_the_models_of_its_figures():
         "bloom-3b-intermediate", "pythia-2.8b")
     assert groups["id_estimators_agree", "decoders of figures.id_estimators"].arguments["metrics"] == {
         "pythia-1.4b": ["id_twonn", "id_mada", "id_mom"]}
-    assert groups["transformers_exceed_cnns", "image transformers and CNNs of figures.by_modality"].models == (
+    assert groups["transformers_exceed_cnns", "image transformers and CNNs of figures.profile_by_modality"].models == (
         "vit-base", "deit-base", "beit-base", "cvt-13", "segformer-b0", "resnet-50", "efficientnet-b0",
         "convnext-tiny")
-    speech = groups["anisotropy_beyond_subword_text", "speech transformers of figures.by_modality"]
+    speech = groups["anisotropy_beyond_subword_text", "speech transformers of figures.profile_by_modality"]
     assert speech.models == ("wav2vec2-base", "hubert-base", "whisper-base")
     pairs = [label for claim, label in groups if claim == "cls_more_anisotropic"]
     assert pairs == ["bert-base-uncased -> bert-base-uncased-stsb on stsb/dev",
@@ -399,10 +399,10 @@ def test_a_model_that_cannot_be_had_drops_its_tables_from_the_scorecard_s_inputs
     experiment = plan(demo())
     everything = experiment.claim_inputs()
     drop_unavailable(experiment, {"demo-vit": FileNotFoundError("its folder is gone")})
-    assert experiment.named_targets()["claims"] and not experiment.named_targets()["by_modality"]
+    assert experiment.named_targets()["claims"] and not experiment.named_targets()["godey"]
     assert set(everything) - set(experiment.claim_inputs()) == {paths.model_table("demo-vit", "checkpoints",
                                                                                   "summary")}
-    assert "leaves out by_modality, tables" in capsys.readouterr().err  # the scorecard says it in its rows
+    assert "leaves out profile_by_modality, tables" in capsys.readouterr().err  # the scorecard says it in its rows
 
 
 def test_an_interval_that_is_none_is_refused_naming_the_key():

@@ -22,7 +22,7 @@ from shape_of_learning.claims.inputs import ONE_SEED, final_profile, initial_pro
 from shape_of_learning.claims.predicates import (NotMeasurable, Verdict, at_least, clears, every, falls_steadily,
                                                  groups_apart, grows_then_stabilises, interior_peak, judged, majority,
                                                  num, separation, spread_ratio, std_units)
-from shape_of_learning.figures.modality import model_group
+from shape_of_learning.figures.profile_by_modality import model_group
 from shape_of_learning.finetuning import CITATION as RAJAEE_PILEHVAR
 from shape_of_learning.finetuning.tables import SETTING_NAMES
 from shape_of_learning.models.checkpoints import RANDOM_INIT, SERIES
@@ -136,7 +136,7 @@ def _series_decoders(claim: str, kind: str, read_health: bool = False):
 def _modality_groups(experiment, config: dict) -> list[Group]:
     """Godey et al.'s models beyond subword text: character- and byte-level text models, image and speech
     transformers, each a row."""
-    models = _figure_models(experiment, "by_modality")
+    models = _figure_models(experiment, "profile_by_modality")
     where = {model: model_group(experiment.models[model]) for model in models}
     found = []
     for label, keep in (("character- and byte-level text models",
@@ -144,19 +144,19 @@ def _modality_groups(experiment, config: dict) -> list[Group]:
                         ("image transformers", lambda g: g == {"modality": "image", "group": "transformer"}),
                         ("speech transformers", lambda g: g == {"modality": "audio", "group": "transformer"})):
         chosen = [model for model in models if keep(where[model])]
-        found += _group("anisotropy_beyond_subword_text", f"{label} of figures.by_modality", chosen,
+        found += _group("anisotropy_beyond_subword_text", f"{label} of figures.profile_by_modality", chosen,
                         _summaries(experiment, chosen), f"no {label.removesuffix(' models')} among the models of "
-                        "figures.by_modality")
+                        "figures.profile_by_modality")
     return found
 
 
 def _image_models(experiment, config: dict) -> list[Group]:
-    models = _figure_models(experiment, "by_modality", lambda entry: entry["modality"] == "image")
+    models = _figure_models(experiment, "profile_by_modality", lambda entry: entry["modality"] == "image")
     groups = {model: model_group(experiment.models[model])["group"] for model in models}
     both = {"transformer", "CNN"} <= set(groups.values())
-    return _group("transformers_exceed_cnns", "image transformers and CNNs of figures.by_modality",
+    return _group("transformers_exceed_cnns", "image transformers and CNNs of figures.profile_by_modality",
                   models if both else [], _summaries(experiment, models, baselines=True),
-                  "figures.by_modality needs an image transformer and a CNN", groups=groups)
+                  "figures.profile_by_modality needs an image transformer and a CNN", groups=groups)
 
 
 def _pairs(claim: str, tables: bool):

@@ -30,6 +30,10 @@ SCHEMAS = Path(__file__).resolve().parents[3] / "workflow" / "schemas"
 CONFIG_SCHEMA, MODEL_SCHEMA = "config.schema.yaml", "model.schema.yaml"
 
 
+# Keys renamed: (the path of the key's mapping, its old name) -> its name now, refused before the schema, naming it
+RENAMED_KEYS = {(("figures",), "by_modality"): "profile_by_modality"}
+
+
 class ConfigError(ValueError):
     """The config is invalid (its schema, a repeated key); the message names the key, what is wrong and the fix."""
 
@@ -55,6 +59,7 @@ def validate_config(config: dict) -> dict:
     every model entry is validated against its own schema as well. An invalid config raises ConfigError, naming the
     key, the problem and the allowed values.
     """
+    _check_renamed_keys(config)
     with tempfile.TemporaryDirectory() as folder:  # snakemake.utils.validate reads a schema from a file
         files = _write(schemas(), Path(folder))
         _validate(config, files[CONFIG_SCHEMA], "config")
@@ -118,6 +123,18 @@ def result_settings(value, where: str):
         schema, file = _resolve(schema, file)
         schema = _property(schema, key)
     return _canonical(value, schema, file)
+
+
+def _check_renamed_keys(config: dict) -> None:
+    """A key under its old name (`RENAMED_KEYS`) is refused with its new one, rather than reported as a key the
+    schema does not allow."""
+    for (parents, old), new in RENAMED_KEYS.items():
+        mapping = config
+        for parent in parents:
+            mapping = mapping.get(parent) if isinstance(mapping, dict) else None
+        if isinstance(mapping, dict) and old in mapping:
+            where = ".".join(["config", *parents, old])
+            raise ConfigError(f"{where}: renamed `{new}`; rename `{old}:` to `{new}:` in the config file")
 
 
 def _canonical(value, schema: dict, file: str):
