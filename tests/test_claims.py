@@ -181,8 +181,8 @@ def summary_table(experiment, model: str, broken: str | None) -> pd.DataFrame:
     return pd.DataFrame({
         "model": model, "kind": entry["kind"], **{name: np.concatenate(parts) for name, parts in columns.items()},
         "random_init": False, "dtype": "float32", "layer": np.tile(layers, len(checkpoints) * len(metrics)),
-        "num_layers": entry["layers"], "after_final_norm": False, "health": None, "drawn_as": None, "std": 0.01,
-        "batches": 2})[SUMMARY_COLUMNS]
+        "num_layers": entry["layers"], "after_final_norm": False, "degenerate": False, "health": None, "drawn_as": None,
+        "std": 0.01, "batches": 2})[SUMMARY_COLUMNS]
 
 
 def health_table(experiment, model: str, broken: str | None) -> pd.DataFrame:

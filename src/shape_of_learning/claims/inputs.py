@@ -73,6 +73,10 @@ def _refusals_not_measurable(choose):
             rows = choose(*args, **kwargs)
         except ValueError as refusal:
             raise NotMeasurable(str(refusal)) from None
+        if "degenerate" in rows:  # layers without a value (metrics.layer.degenerate) are skipped
+            rows = rows[~rows["degenerate"].eq(True)]
+            if rows.empty:
+                raise NotMeasurable("every layer is degenerate (fewer than 3 distinct vectors): no value to judge")
         if rows["std"].isna().any():
             raise NotMeasurable(ONE_BATCH)
         return rows
