@@ -32,6 +32,7 @@ CONFIG_SCHEMA, MODEL_SCHEMA = "config.schema.yaml", "model.schema.yaml"
 
 # Keys renamed: (the path of the key's mapping, its old name) -> its name now, refused before the schema, naming it
 RENAMED_KEYS = {(("figures",), "by_modality"): "profile_by_modality"}
+IMAGE_EXTRACTION = ("positions_per_image",)  # extraction settings that change image models' shards only
 
 
 class ConfigError(ValueError):
@@ -123,6 +124,13 @@ def result_settings(value, where: str):
         schema, file = _resolve(schema, file)
         schema = _property(schema, key)
     return _canonical(value, schema, file)
+
+
+def extraction_settings(extraction: dict, modality: str) -> dict:
+    """`result_settings` of the config's `extraction` for a model of `modality` (its job's params): without the
+    settings of image models (`IMAGE_EXTRACTION`) for any other, so that changing one reruns image models only."""
+    settings = result_settings(extraction, "extraction")
+    return settings if modality == "image" else {k: v for k, v in settings.items() if k not in IMAGE_EXTRACTION}
 
 
 def _check_renamed_keys(config: dict) -> None:
