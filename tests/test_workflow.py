@@ -258,6 +258,13 @@ def test_end_to_end_ci_preset_produces_every_figure_and_a_complete_table(ci_run)
     baselines = summary[summary["random_init"]]  # MiniLM's alone: the demo's trained models have a step0
     assert set(zip(baselines["model"], baselines["checkpoint"])) == {("all-MiniLM-L6-v2", "random-init")}
     assert json.loads((tmp_path / "results/manifests/all-MiniLM-L6-v2/random-init.json").read_text())["init_seed"] == 0
+    # Godey et al.: every image model keeps the same positions per image; the ResNet's step0, never run in train mode,
+    # is measured with batch-norm statistics of the digits, its trained checkpoint with its own
+    images = [json.loads(path.read_text()) for model in ("demo-vit", "demo-resnet")
+              for path in sorted((tmp_path / "results/manifests" / model).glob("*.json"))]
+    assert {manifest["positions_per_item"] for manifest in images} == {config["extraction"]["positions_per_image"]}
+    assert [(manifest["checkpoint"], manifest["batch_norm_estimated"] > 0) for manifest in images
+            if manifest["model"] == "demo-resnet"] == [("step0", True), ("step40", False)]
     manifest = json.loads((tmp_path / "results/manifests/demo-resnet/step40.json").read_text())
     assert manifest["modality"] == "image" and manifest["layers"] == 3 and manifest["tokens_per_layer"] == 1024
     assert set(summary["dtype"]) == {"float32"}  # on CPU, extraction.dtype auto runs float32
