@@ -12,7 +12,7 @@ from shape_of_learning.experiment.config import ConfigError, load_config, valida
 from shape_of_learning.experiment.dag import plan
 from shape_of_learning.extraction.hidden_states import extract
 from shape_of_learning.extraction.shards import read_shard
-from shape_of_learning.figures.modality import by_modality, model_group
+from shape_of_learning.figures.profile_by_modality import model_group, profile_by_modality
 from shape_of_learning.figures.paper import anisotropy_by_layer, profile_across_checkpoints
 from shape_of_learning.metrics.tables import SUMMARY_COLUMNS, model_tables
 from shape_of_learning.models.checkpoints import RANDOM_INIT, RandomInit, checkpoints, random_init
@@ -40,16 +40,17 @@ def test_the_demo_plans_one_random_init_baseline_minilm_s_and_the_others_use_the
 
 def test_the_paper_plans_a_baseline_for_every_modality_model_roberta_and_t5_included():
     experiment = plan(load_config(REPO / "config.yaml"))
-    models = experiment.figure("by_modality").models
+    models = experiment.figure("profile_by_modality").models
     assert {"roberta-base", "t5-base"} <= set(models) and sorted(experiment.baselines) == sorted(models)
     assert experiment.models["t5-base"]["layers"] == 12 and experiment.baselines["t5-base"].revision == "main"
-    assert experiment.figure("by_modality").metrics == ["avg_cosine", "avg_cosine_centred"]
+    assert experiment.figure("profile_by_modality").metrics == ["avg_cosine", "avg_cosine_centred"]
 
 
 def test_the_old_single_metric_key_is_refused_naming_the_new_one():
     config = load_config(REPO / "presets/demo.yaml")
-    config["figures"]["by_modality"] = {"metric": "avg_cosine", "models": ["demo-bert"]}
-    with pytest.raises(ConfigError, match=r"figures\.by_modality: .*'metric' was unexpected.*allowed keys: metrics"):
+    config["figures"]["profile_by_modality"] = {"metric": "avg_cosine", "models": ["demo-bert"]}
+    with pytest.raises(ConfigError,
+                       match=r"figures\.profile_by_modality: .*'metric' was unexpected.*allowed keys: metrics"):
         from shape_of_learning.experiment.config import validate_config
         validate_config(config)
 
@@ -123,9 +124,10 @@ def groups(models=GROUPS):
             for model, entry in models.items()}
 
 
-def test_by_modality_draws_every_metric_by_modality_each_model_beside_its_initialisation(modality_summary, tmp_path):
-    figure = by_modality(modality_summary, tmp_path / "f.png", tmp_path / "f.pdf", groups=groups(),
-                         metrics=["avg_cosine", "avg_cosine_centred"], random_init_seed=0, flagged="omit")
+def test_the_godey_figure_draws_every_metric_by_modality_each_model_beside_its_initialisation(modality_summary,
+                                                                                             tmp_path):
+    figure = profile_by_modality(modality_summary, tmp_path / "f.png", tmp_path / "f.pdf", groups=groups(),
+                                 metrics=["avg_cosine", "avg_cosine_centred"], random_init_seed=0, flagged="omit")
     axes = figure.axes
     assert len(axes) == 4 and (axes[0].get_title(), axes[1].get_title()) == ("Text", "Image")
     assert [ax.get_ylabel() for ax in (axes[0], axes[2])] == ["Average cosine similarity",
@@ -146,21 +148,22 @@ def test_by_modality_draws_every_metric_by_modality_each_model_beside_its_initia
     assert "step 0 of its training (bytes, cnn, vit)" in notes and "torch seed 0 (subword)" in notes
 
 
-def test_by_modality_draws_a_cnn_only_figure_and_refuses_a_model_without_initialisation(modality_summary, tmp_path):
+def test_the_godey_figure_draws_a_cnn_only_figure_and_refuses_a_model_without_initialisation(modality_summary,
+                                                                                             tmp_path):
     cnn = {"cnn": GROUPS["cnn"]}
-    figure = by_modality(modality_summary, tmp_path / "c.png", tmp_path / "c.pdf", groups=groups(cnn), models=["cnn"],
-                         metrics=["avg_cosine"], random_init_seed=0, flagged="omit")
+    figure = profile_by_modality(modality_summary, tmp_path / "c.png", tmp_path / "c.pdf", groups=groups(cnn),
+                                 models=["cnn"], metrics=["avg_cosine"], random_init_seed=0, flagged="omit")
     assert [ax.get_title() for ax in figure.axes] == ["Image"]
     assert "_cnn at initialisation" in [line.get_label() for line in figure.axes[0].get_lines()]
     without = modality_summary[modality_summary["checkpoint"] != RANDOM_INIT]
     with pytest.raises(ValueError, match=r"\['subword'\] have no rows at initialisation"):
-        by_modality(without, tmp_path / "m.png", tmp_path / "m.pdf", groups=groups(), metrics=["avg_cosine"],
-                    random_init_seed=0, flagged="omit")
+        profile_by_modality(without, tmp_path / "m.png", tmp_path / "m.pdf", groups=groups(), metrics=["avg_cosine"],
+                            random_init_seed=0, flagged="omit")
     flagged_step0 = modality_summary.assign(health=np.where(modality_summary["checkpoint"] == "step0", "a mixture",
                                                             None))
     with pytest.raises(ValueError, match=r"\['bytes', 'cnn', 'vit'\] have no rows at initialisation"):
-        by_modality(flagged_step0, tmp_path / "h.png", tmp_path / "h.pdf", groups=groups(), metrics=["avg_cosine"],
-                    random_init_seed=0, flagged="omit")
+        profile_by_modality(flagged_step0, tmp_path / "h.png", tmp_path / "h.pdf", groups=groups(),
+                            metrics=["avg_cosine"], random_init_seed=0, flagged="omit")
 
 
 def test_figures_across_checkpoints_and_figure_1_never_see_a_baseline(modality_summary, tmp_path, caplog):

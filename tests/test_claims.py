@@ -29,7 +29,7 @@ from shape_of_learning.experiment.config import ConfigError, load_config, valida
 from shape_of_learning.experiment import verify as verify_module
 from shape_of_learning.experiment.dag import plan
 from shape_of_learning.experiment.outcome import drop_unavailable
-from shape_of_learning.figures.modality import model_group
+from shape_of_learning.figures.profile_by_modality import model_group
 from shape_of_learning.health.assess import COLUMNS as HEALTH_COLUMNS
 from shape_of_learning.metrics.tables import SUMMARY_COLUMNS
 from shape_of_learning.rajaee_pilehvar.analysis import variants
@@ -724,7 +724,7 @@ def write_run(root: Path, config: dict, broken: str | None = None) -> None:
 EXPECTED_GAPS = {  # the rows no synthetic run of the demo's plan can judge, and why
     "tinyllama_id_above_bloom": "figures.id_across_checkpoints needs TinyLlama-1.1B and Bloom-1.1B",
     "id_unlinked_to_warmup": "the run records no learning-rate schedule",
-    "anisotropy_beyond_subword_text": "no speech transformers among the models of figures.by_modality",
+    "anisotropy_beyond_subword_text": "no speech transformers among the models of figures.profile_by_modality",
     "roberta_more_anisotropic": f"{SECTION}.pairs needs a pair with paper: BERT and one with paper: RoBERTa",
 }
 
@@ -858,10 +858,10 @@ def test_the_paper_s_claims_concern_the_models_of_its_figures():
         "bloom-3b-intermediate", "pythia-2.8b")
     assert groups["id_estimators_agree", "decoders of figures.id_estimators"].arguments["metrics"] == {
         "pythia-1.4b": ["id_twonn", "id_mada", "id_mom"]}
-    assert groups["transformers_exceed_cnns", "image transformers and CNNs of figures.by_modality"].models == (
+    assert groups["transformers_exceed_cnns", "image transformers and CNNs of figures.profile_by_modality"].models == (
         "vit-base", "deit-base", "beit-base", "cvt-13", "segformer-b0", "resnet-50", "efficientnet-b0",
         "convnext-tiny")
-    speech = groups["anisotropy_beyond_subword_text", "speech transformers of figures.by_modality"]
+    speech = groups["anisotropy_beyond_subword_text", "speech transformers of figures.profile_by_modality"]
     assert speech.models == ("wav2vec2-base", "hubert-base", "whisper-base")
     pairs = [label for claim, label in groups if claim == "cls_more_anisotropic"]
     assert pairs == ["bert-base-uncased -> bert-base-uncased-stsb on stsb/dev",
@@ -876,10 +876,10 @@ def test_a_model_that_cannot_be_had_drops_its_tables_from_the_scorecard_s_inputs
     experiment = plan(demo())
     everything = experiment.claim_inputs()
     drop_unavailable(experiment, {"demo-vit": FileNotFoundError("its folder is gone")})
-    assert experiment.named_targets()["claims"] and not experiment.named_targets()["by_modality"]
+    assert experiment.named_targets()["claims"] and not experiment.named_targets()["godey"]
     assert set(everything) - set(experiment.claim_inputs()) == {paths.model_table("demo-vit", "checkpoints",
                                                                                   "summary")}
-    assert "leaves out by_modality, tables" in capsys.readouterr().err  # the scorecard says it in its rows
+    assert "leaves out profile_by_modality, tables" in capsys.readouterr().err  # the scorecard says it in its rows
 
 
 def test_an_interval_that_is_none_is_refused_naming_the_key():

@@ -44,7 +44,7 @@ def two_models(**cost_settings) -> dict:
         "corpus": {"name": "c"}, "extraction": {"dtype": "float32"},
         "metrics": {"batch_size": 2048, "batches": 2, "layers_per_job": 2},
         "cost": {"calibration": "cpu", "download_mb_per_s": 2, **cost_settings},
-        "figures": {"by_modality": {"models": ["b"]}},
+        "figures": {"profile_by_modality": {"models": ["b"]}},
         "models": {"a": {"hub_id": "org/a", "kind": "decoder", "layers": 3, "checkpoints": ["step1", "step2"]},
                    "b": {"hub_id": "org/b", "kind": "encoder", "layers": 1}}})
 

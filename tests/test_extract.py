@@ -421,7 +421,7 @@ def run_pipeline(tmp_path, batches, *, store_dtype="float32", threads=4, in_flig
     with ExitStack() as stack:
         shards = [stack.enter_context(ShardWriter(tmp_path / f"layer_{layer}.parquet", metadata={"layer": layer},
                                                   store_dtype=store_dtype)) for layer in range(layers)]
-        pipeline = stack.enter_context(ShardPipeline(shards, store_dtype, threads=threads, in_flight=in_flight))
+        pipeline = stack.enter_context(ShardPipeline(shards, threads=threads, in_flight=in_flight))
         for number, batch in enumerate(batches):
             if before_put:
                 before_put(number)

@@ -264,11 +264,11 @@ def test_plan_names_every_figure_of_the_demo_and_its_files_arguments_and_labels(
     # hand-counted from presets/demo.yaml: Figure 1, Figures 2-3 for demo-pythia and demo-bert, Figure 4, Figure 5
     # for demo-pythia (one per model), the modality figure, the loss of demo-pythia and of demo-bert
     assert sorted(figure.name for figure in experiment.figures) == [
-        "anisotropy_by_layer", "by_modality", "id_across_checkpoints", "id_estimators_demo-pythia",
-        "loss_demo-bert", "loss_demo-pythia", "profile_demo-bert_anisotropy", "profile_demo-pythia_anisotropy"]
+        "anisotropy_by_layer", "id_across_checkpoints", "id_estimators_demo-pythia", "loss_demo-bert",
+        "loss_demo-pythia", "profile_by_modality", "profile_demo-bert_anisotropy", "profile_demo-pythia_anisotropy"]
     assert experiment.figure_inputs("loss_demo-bert") == ["results/tables/health/demo-bert.parquet"]
     # its own models' summaries only, and the baseline of MiniLM, the one model without a step0
-    assert experiment.figure_inputs("by_modality") == [
+    assert experiment.figure_inputs("profile_by_modality") == [
         "results/tables/models/demo-pythia/checkpoints.summary.parquet",
         "results/tables/models/demo-bert/checkpoints.summary.parquet",
         "results/tables/models/all-MiniLM-L6-v2/checkpoints.summary.parquet",
@@ -278,10 +278,11 @@ def test_plan_names_every_figure_of_the_demo_and_its_files_arguments_and_labels(
     assert experiment.figure_inputs("anisotropy_by_layer") == [  # no baseline, though MiniLM has one
         f"results/tables/models/{model}/checkpoints.summary.parquet"
         for model in ("demo-bert", "all-MiniLM-L6-v2", "demo-pythia")]
-    # one named target per figure kind where the entries name none (the demo), and the other deliverables'
+    # one named target per figure kind where the entries name none (the demo: the kind's name, or godey), and the
+    # other deliverables'
     assert {name: len(outputs) for name, outputs in experiment.named_targets().items()} == {
         "anisotropy_by_layer": 2, "profile_across_checkpoints": 4, "id_across_checkpoints": 2, "id_estimators": 2,
-        "loss_across_checkpoints": 4, "by_modality": 2, "rajaee_pilehvar": 7, "tables": 4, "claims": 2}
+        "loss_across_checkpoints": 4, "godey": 2, "rajaee_pilehvar": 7, "tables": 4, "claims": 2}
     figure5 = experiment.figure("id_estimators_demo-pythia")
     assert figure5.outputs == ["results/figures/id_estimators_demo-pythia.png",
                                "results/figures/id_estimators_demo-pythia.pdf"]
@@ -290,9 +291,9 @@ def test_plan_names_every_figure_of_the_demo_and_its_files_arguments_and_labels(
     assert figure5.labels == {"figure": "5: three ID estimators", "model": "demo-pythia"}
     assert experiment.figure("profile_demo-bert_anisotropy").labels == {
         "figure": "2-3: profile across checkpoints", "model": "demo-bert", "metric": "anisotropy"}
-    by_modality = experiment.figure("by_modality").arguments
-    assert by_modality["groups"]["demo-resnet"] == {"modality": "image", "group": "CNN"}
-    assert by_modality["groups"]["demo-pythia"] == {"modality": "text", "group": "byte-level"}
+    profile_by_modality = experiment.figure("profile_by_modality").arguments
+    assert profile_by_modality["groups"]["demo-resnet"] == {"modality": "image", "group": "CNN"}
+    assert profile_by_modality["groups"]["demo-pythia"] == {"modality": "text", "group": "byte-level"}
     assert "layer_average_over" not in experiment.figure("anisotropy_by_layer").arguments
 
 

@@ -1,9 +1,11 @@
 """Character-level, speech and vision models through the same extraction the workflow runs: tiny random models saved
 locally, real digit images (scikit-learn), generated audio. Expected counts come from the models' own forward pass."""
 
+import functools
 import io
 import json
 import wave
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -19,7 +21,7 @@ from shape_of_learning.extraction.hidden_states import extract
 from shape_of_learning.extraction.inputs import as_tokens
 from shape_of_learning.extraction.loading import parameter_count
 from shape_of_learning.extraction.shards import read_shard
-from shape_of_learning.models.checkpoints import checkpoints
+from shape_of_learning.models.checkpoints import checkpoints, random_init
 
 
 def media_spec(fields: dict) -> dict:
@@ -105,13 +107,34 @@ def assert_per_item(out_dir, layers, k, n_tokens, solo, special=0):
         assert index["position"].min() >= special
         for item, rows in index.groupby("window"):
             expected = as_tokens(solo(item)[layer])[0, rows["position"].tolist()]
-            np.testing.assert_allclose(vectors[rows.index], expected.numpy(), atol=1e-5, rtol=1e-4)
+            assert_close(vectors[rows.index], expected.numpy())
     return items
+
+
+def assert_close(actual, expected, relative=1e-5):
+    """Equal to within `relative` of the largest magnitude compared (and 1e-4 of each value): a tolerance that scales
+    with the values, which span 1 to 1e-20 across a random-init EfficientNet's layers."""
+    expected = np.asarray(expected)
+    scale = np.abs(expected).max()
+    assert scale > 0, "nothing to compare: every expected value is zero"
+    np.testing.assert_allclose(actual, expected, atol=relative * scale, rtol=1e-4)
+
+
+def published_statistics(model, seed: int = 0):
+    """Running statistics of the model's batch norms as a trained checkpoint holds them (not the defaults 0 and 1):
+    extraction runs such a model as published."""
+    generator = torch.Generator().manual_seed(seed)
+    for norm in model.modules():
+        if isinstance(norm, torch.nn.modules.batchnorm._BatchNorm):
+            norm.running_mean.copy_(0.1 * torch.randn(norm.running_mean.shape, generator=generator))
+            norm.running_var.copy_(0.5 + torch.rand(norm.running_var.shape, generator=generator))
+    return model
 
 
 def solo_image(model, processor, images):
     from shape_of_learning.corpus.media import decode_image
 
+    @functools.cache  # asked once per layer
     def hidden(item):
         with torch.no_grad():
             pixels = processor([decode_image(images[item])], return_tensors="pt")["pixel_values"]
@@ -155,7 +178,7 @@ def test_every_layer_holds_k_positions_of_the_same_images_as_a_solo_pass(family,
     """Layers differ in positions per image (a CNN's stem 4x to 64x its last stage): each keeps k of every image's."""
     build, processor, layers, k, special = IMAGE_FAMILIES[family]
     torch.manual_seed(0)
-    model, processor = build(), processor()
+    model, processor = published_statistics(build()), processor()  # batch norms (ResNet, EfficientNet, CvT) as trained
     entry = save(model, processor, tmp_path / family, layers, "image")
     assert depth(model.config) == layers
     images, n_tokens = digits["data"].tolist(), 3 * k + k // 2  # 4 images over two batches of 3, the last one cut
@@ -163,6 +186,9 @@ def test_every_layer_holds_k_positions_of_the_same_images_as_a_solo_pass(family,
     solo = solo_image(model, processor, images)
     assert assert_per_item(tmp_path / "out", layers, k, n_tokens, solo, special) == [0, 1, 2, 3]
     assert (manifest["positions_per_item"], manifest["items_used"], manifest["windows_used"]) == (k, 4, 4)
+    norms = sum(isinstance(module, torch.nn.BatchNorm2d) for module in model.modules())
+    assert (manifest["batch_norm_layers"], manifest["batch_norm_estimated"]) == (norms, 0)  # run as published
+    assert (norms > 0) is (family in ("resnet", "efficientnet", "cvt"))
     if family == "resnet":  # positions are drawn per image: the same whatever the batch size
         run({**entry, "batch_size": 1}, images, n_tokens, tmp_path / "solo")
         for layer in range(layers + 1):
@@ -174,6 +200,232 @@ def test_every_layer_holds_k_positions_of_the_same_images_as_a_solo_pass(family,
     if family == "vit":  # with its [CLS]: 17 positions, all kept
         run(entry, images, 2 * 17, tmp_path / "with_cls", special_tokens="include")
         assert assert_per_item(tmp_path / "with_cls", layers, 17, 2 * 17, solo) == [0, 1]
+
+
+def image_pixels(processor, images: list[bytes]) -> torch.Tensor:
+    from shape_of_learning.corpus.media import decode_image
+
+    return processor([decode_image(data) for data in images], return_tensors="pt")["pixel_values"]
+
+
+def batch_norm_inputs(model, pixels) -> dict:
+    """Each batch norm's input over `pixels` in an eval-mode pass, in the order the norms run."""
+    inputs = {}
+    hooks = [norm.register_forward_pre_hook(lambda module, args: inputs.setdefault(module, args[0]))
+             for norm in model.modules() if isinstance(norm, torch.nn.BatchNorm2d)]
+    with torch.no_grad():
+        model.eval()(pixel_values=pixels)
+    for hook in hooks:
+        hook.remove()
+    return inputs
+
+
+def population_statistics(model, pixels):
+    """Computed here, independently of the extraction: each batch norm's running mean and (unbiased) variance set, in
+    the order the norms run, to the moments of its input over every position of every image, those before it set."""
+    for norm in list(batch_norm_inputs(model, pixels)):
+        channels = batch_norm_inputs(model, pixels)[norm].transpose(0, 1).flatten(1).double()
+        norm.running_mean.copy_(channels.mean(1))
+        norm.running_var.copy_(channels.var(1))
+    return model.eval()
+
+
+def batch_statistics(model, pixels):
+    """Each batch norm's running statistics from one train-mode pass over `pixels` as one batch, the rest of the model
+    in eval mode (dropout off): the moments of its input over every position of every image, those before it
+    normalising with theirs, as `population_statistics` computes them norm by norm (but for the n / (n - 1) between
+    the variance a train-mode norm divides by and the unbiased one it keeps)."""
+    model.eval()
+    for norm in batch_norm_inputs(model, pixels):
+        norm.reset_running_stats()
+        norm.momentum = None
+        norm.train()
+    with torch.no_grad():
+        model(pixel_values=pixels)
+    return model.eval()
+
+
+def stored_at(out_dir, layer: int, hidden) -> tuple[np.ndarray, np.ndarray]:
+    """A layer's stored vectors, and the states `hidden` (of every image, in item order) at their (image, position)."""
+    vectors, index = stored(out_dir, layer)
+    expected = as_tokens(hidden[layer])[index["window"].tolist(), index["position"].tolist()]
+    return vectors, expected.numpy()
+
+
+def models_measured(monkeypatch) -> list:
+    """The models extraction runs its pass on, with the statistics it gave them, as it calls them."""
+    from shape_of_learning.extraction import hidden_states
+
+    measured, forward = [], hidden_states._forward
+    monkeypatch.setattr(hidden_states, "_forward", lambda model, inputs: measured.append(model) or forward(model,
+                                                                                                          inputs))
+    return measured
+
+
+def test_a_random_resnet_s_batch_norms_are_estimated_on_its_images_and_its_floor_computed_independently(
+        digits, tmp_path, monkeypatch):
+    """At initialisation every batch norm holds mean 0 and variance 1, the identity in eval mode. Extraction estimates
+    them on the images it measures (24, in three batches of 8): each batch norm's output over those images then has
+    per-channel mean 0 and variance 1, and the stored floor is the network's with its inputs' statistics, computed
+    here norm by norm. With the default statistics the raw cosine of every layer would be 0.70 to 0.80."""
+    from shape_of_learning.metrics.cosine import average_cosine
+
+    build, processor, layers, k, _ = IMAGE_FAMILIES["resnet"]
+    torch.manual_seed(0)
+    model, processor = build(), processor()
+    entry = save(model, processor, tmp_path / "resnet", layers, "image") | {"batch_size": 8}
+    images = digits["data"].tolist()[:24]
+    pixels, measured = image_pixels(processor, images), models_measured(monkeypatch)
+    manifest = run(entry, images, 24 * k, tmp_path / "out")
+    inputs = batch_norm_inputs(measured[0], pixels)
+    assert (manifest["batch_norm_layers"], manifest["batch_norm_estimated"], manifest["batch_norm_items"]) == (
+        len(inputs), len(inputs), 24) and len(inputs) == 6
+    for norm, states in inputs.items():
+        shape = (1, -1, 1, 1)
+        normalised = (states - norm.running_mean.view(shape)) / torch.sqrt(norm.running_var.view(shape) + norm.eps)
+        channels = normalised.transpose(0, 1).flatten(1).double()
+        assert channels.mean(1).abs().max() < 0.05 and (channels.var(1) - 1).abs().max() < 0.05
+    reference = population_statistics(type(model).from_pretrained(tmp_path / "resnet"), pixels)
+    with torch.no_grad():
+        hidden = reference(pixel_values=pixels, output_hidden_states=True).hidden_states
+    for layer in range(layers + 1):
+        vectors, expected = stored_at(tmp_path / "out", layer, hidden)
+        assert_close(vectors, expected, relative=0.02)  # three batches' statistics against the 24 images'
+        assert average_cosine(vectors, device="cpu") == pytest.approx(average_cosine(expected, device="cpu"), abs=2e-3)
+
+
+def godey_settings(batch_size: int) -> dict:
+    return {"names": ["avg_cosine", "avg_cosine_centred"], "batch_size": batch_size, "batches": 2, "seed": 0,
+            "device": "cpu", "settings": {}}
+
+
+def measure(out_dir, manifest: dict, layers: int, settings: dict, tables_dir) -> pd.DataFrame:
+    """Every layer's metrics (`measure_layer`, as the metrics jobs run it) and the model's summary table."""
+    from shape_of_learning.metrics.layer import measure_layer
+    from shape_of_learning.metrics.tables import model_tables
+
+    files = []
+    for layer in range(layers + 1):
+        files.append(tables_dir / f"{manifest['checkpoint']}_{layer}.parquet")
+        measure_layer(out_dir / f"layer_{layer}.parquet", manifest, layer=layer, kind="cnn",
+                      settings=settings).to_parquet(files[-1])
+    return model_tables(files)[1]
+
+
+def draw_godey(summary: pd.DataFrame, tmp_path):
+    from shape_of_learning.figures.kinds import FIGURE_KINDS
+
+    return FIGURE_KINDS["profile_by_modality"].draw(
+        summary, out_png=tmp_path / "godey.png", out_pdf=tmp_path / "godey.pdf", metrics=["avg_cosine",
+        "avg_cosine_centred"], groups={"tiny": {"modality": "image", "group": "CNN"}}, random_init_seed=0,
+        flagged="omit")
+
+
+def test_a_random_efficientnet_runs_through_extraction_metrics_and_the_godey_figure(digits, tmp_path):
+    """transformers draws EfficientNet's batch-norm scales and convolution weights from N(0, 0.02), and batch norm's
+    eps (1e-3) outweighs the tiny variances that follow, so the states shrink block by block even with estimated
+    statistics (to 1e-28 in a b0 at 224 px): float16 would store zeros. Those layers are stored as float32 and
+    measured like any other; the stored floor is a direct forward pass of the same seeded weights with the same
+    statistics (one batch of 12 images: the images' own)."""
+    from shape_of_learning.models.pinning import pin, pin_random_init
+
+    build, processor, layers, k, _ = IMAGE_FAMILIES["efficientnet"]
+    torch.manual_seed(0)
+    model, processor = build(), processor()
+    entry = save(model, processor, tmp_path / "efficientnet", layers, "image") | {"batch_size": 16, "kind": "cnn"}
+    images = digits["data"].tolist()[:12]
+    [final] = checkpoints("tiny", entry)
+    baseline = random_init(final, 0)
+    manifest = extract(baseline, entry, images, 12 * k, tmp_path / "out", pin=pin_random_init(baseline, pin(final)))
+    assert manifest["batch_norm_estimated"] == manifest["batch_norm_layers"] > 0 and manifest["batch_norm_items"] == 12
+    assert manifest["float32_layers"] == list(range(1, layers + 1))  # the stem's output is float16's size
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        reference = transformers.AutoModel.from_config(model.config)  # the baseline's weights, as extraction builds them
+    pixels = image_pixels(processor, images)
+    with torch.no_grad():
+        hidden = batch_statistics(reference, pixels)(pixel_values=pixels, output_hidden_states=True).hidden_states
+    magnitudes = []
+    for layer in range(layers + 1):
+        vectors, expected = stored_at(tmp_path / "out", layer, hidden)
+        assert_close(vectors, expected, relative=1e-3)  # layer 0 in float16: 2^-11 of its values
+        magnitudes.append(np.abs(expected).max())
+    assert magnitudes[-1] < 1e-6 * magnitudes[0]  # vanishing: a float16 store would hold zeros
+    at_init = measure(tmp_path / "out", manifest, layers, godey_settings(16), tmp_path)
+    assert at_init["mean"].notna().all() and not at_init["degenerate"].any()
+    trained = at_init.assign(checkpoint="main", random_init=False)  # the figure draws a model beside its floor
+    figure = draw_godey(pd.concat([trained, at_init], ignore_index=True), tmp_path)
+    assert (tmp_path / "godey.png").is_file() and "degenerate" not in " ".join(t.get_text() for t in figure.texts)
+
+
+def test_a_layer_of_identical_vectors_is_marked_degenerate_left_out_of_the_figure_and_skipped_by_the_claims(
+        digits, tmp_path):
+    """A ResNet whose first stage ends, on both its paths, in a batch norm of scale 0 outputs zeros from that stage on:
+    those layers are measured as nothing (NaN), marked `degenerate` in the tables, named in the figure's footnote and
+    skipped by the claims. Nothing stops."""
+    from shape_of_learning.claims.inputs import final_profile
+    from shape_of_learning.metrics.layer import degenerate
+
+    torch.manual_seed(0)
+    model = transformers.ResNetModel(transformers.ResNetConfig(num_channels=3, embedding_size=8, hidden_sizes=[16, 32],
+                                                               depths=[1, 1], layer_type="basic"))
+    block, layers = model.encoder.stages[0].layers[0], 2
+    with torch.no_grad():  # 8 to 16 channels: the shortcut is a convolution and a batch norm too
+        block.shortcut.normalization.weight.zero_()
+        block.layer[-1].normalization.weight.zero_()
+    processor = transformers.ConvNextImageProcessor(**CNN_PROCESSOR)
+    entry = save(model, processor, tmp_path / "dead", layers, "image") | {"kind": "cnn"}
+    manifest = run(entry, digits["data"].tolist(), 32, tmp_path / "out")
+    summary = measure(tmp_path / "out", manifest, layers, godey_settings(16), tmp_path)
+    dead = summary.loc[summary["degenerate"], "layer"].unique().tolist()
+    assert dead == list(range(1, layers + 1)) and summary.loc[summary["degenerate"], "mean"].isna().all()
+    assert summary.loc[~summary["degenerate"], "mean"].notna().all() and (summary["layer"] == 0).any()
+    baseline = summary.assign(checkpoint="random-init", random_init=True)  # a floor with the same dead layers
+    figure = draw_godey(pd.concat([summary, baseline], ignore_index=True), tmp_path)
+    notes = " ".join(text.get_text() for text in figure.texts)
+    assert f"degenerate layers" in notes and f"tiny/main layers 1-{layers}" in notes.replace("\n", " ")
+    assert f"tiny/random-init layers 1-{layers}" in notes.replace("\n", " ")
+    assert final_profile(summary, "tiny", "avg_cosine")["layer"].tolist() == [0]
+    zeros, one = np.zeros((5, 3), np.float32), np.tile(np.float32([1, 2, 3]), (5, 1))
+    assert degenerate(zeros) and degenerate(one) and degenerate(np.vstack([zeros, one]))
+    assert not degenerate(np.vstack([zeros, one, 2 * one[:1]]))
+
+
+def test_every_image_model_keeps_the_same_positions_per_image(digits, tmp_path):
+    """extraction.positions_per_image: a ViT's 64 patches and a ResNet whose last stage is 4x4 keep 4 positions of
+    each of the same images at every layer, so pairs within an image are the same share of both (each model's
+    fewest would be 64 and 16); where a layer has more, the 4 are drawn with a seed per image. A model with fewer
+    positions than asked for is refused, naming the layer and the setting."""
+    images, manifests = digits["data"].tolist(), {}
+    vit = (lambda: transformers.ViTModel(transformers.ViTConfig(image_size=32, patch_size=4, num_hidden_layers=2,
+                                                                **TINY)),
+           lambda: transformers.ViTImageProcessor(size={"height": 32, "width": 32}), 2, 64, 1)
+    for family, (build, processor, layers, _, special) in {"vit": vit, "resnet": IMAGE_FAMILIES["resnet"]}.items():
+        torch.manual_seed(0)
+        model, processor = published_statistics(build()), processor()
+        entry = save(model, processor, tmp_path / family, layers, "image")
+        manifests[family] = run(entry, images, 4 * 9, tmp_path / family / "out", positions_per_image=4)
+        solo = solo_image(model, processor, images)
+        assert assert_per_item(tmp_path / family / "out", layers, 4, 4 * 9, solo, special) == list(range(9))
+    assert [(m["positions_per_item"], m["items_used"]) for m in manifests.values()] == [(4, 9), (4, 9)]
+    patches = stored(tmp_path / "vit" / "out", 2)[1].groupby("window")["position"].apply(tuple)
+    assert patches.nunique() > 1  # drawn per image, not one fixed set
+    with pytest.raises(ValueError, match=r"layer 2 has 16 positions per image, fewer than "
+                                         r"extraction.positions_per_image = 17.*at most 16"):
+        run(entry, images, 34, tmp_path / "more", positions_per_image=17)
+
+
+def test_the_old_figure_kind_is_refused_naming_the_new_one_and_positions_rerun_image_models_only():
+    from shape_of_learning.experiment.config import ConfigError, extraction_settings, load_config
+
+    demo = load_config(Path(__file__).resolve().parents[1] / "presets/demo.yaml")
+    old = {**demo, "figures": {**demo["figures"], "by_modality": demo["figures"]["profile_by_modality"]}}
+    with pytest.raises(ConfigError, match=r"^config\.figures\.by_modality: renamed `profile_by_modality`; rename "
+                                          r"`by_modality:` to `profile_by_modality:` in the config file$"):
+        validate_config(old)
+    assert demo["extraction"]["positions_per_image"] == 4
+    assert extraction_settings(demo["extraction"], "image")["positions_per_image"] == 4
+    assert "positions_per_image" not in extraction_settings(demo["extraction"], "text")
 
 
 @pytest.mark.parametrize("family", ["wav2vec2", "hubert", "wav2vec2-masked", "whisper"])
@@ -216,8 +468,8 @@ def test_audio_frames_are_a_solo_pass_s_and_padding_is_not_kept(family, tmp_path
             body = model.eval().encoder if family == "whisper" else model.eval()
             solo = body(features[extractor.model_input_names[0]], output_hidden_states=True).hidden_states
         for layer in range(layers + 1):
-            np.testing.assert_allclose(stored(tmp_path / "out", layer)[0][ends[clip]:ends[clip + 1]],
-                                       solo[layer][0, :frames[clip]].numpy(), atol=1e-5, rtol=1e-4)
+            assert_close(stored(tmp_path / "out", layer)[0][ends[clip]:ends[clip + 1]],
+                         solo[layer][0, :frames[clip]].numpy())
     assert manifest["windows_used"] == manifest["items_used"] == 3 and manifest["positions_per_item"] is None
     with pytest.raises(ValueError, match="3 clips yield"):
         run(entry, clips, sum(frames) + 1, tmp_path / "more")
@@ -293,7 +545,7 @@ def test_byte_level_t5_keeps_bytes_not_eos(tmp_path):
     assert not set(index.tolist()) & set(tokenizer.all_special_ids)  # byte ids, no </s>
     for layer, vectors in enumerate(shards(tmp_path / "out", 2)):
         assert vectors.shape == (60, 32)
-        np.testing.assert_allclose(vectors, hidden[layer][0, :60].detach().numpy(), atol=1e-5)
+        assert_close(vectors, hidden[layer][0, :60].detach().numpy())
 
 
 @pytest.mark.parametrize("special_tokens", ["exclude", "include"])

@@ -700,6 +700,6 @@ def test_a_finetune_entry_is_measured_through_its_pair_and_fine_tunes_a_plain_mo
 def test_a_config_with_the_old_finetuning_section_is_refused_naming_the_new_one():
     config = read_config_file(REPO / "presets/demo.yaml")
     config["finetuning"] = config.pop("rajaee_pilehvar")
-    with pytest.raises(ConfigError, match=r"^config.finetuning: this section is now called `rajaee_pilehvar:`; "
+    with pytest.raises(ConfigError, match=r"^config\.finetuning: renamed `rajaee_pilehvar`; "
                                           r"rename `finetuning:` to `rajaee_pilehvar:` in the config file$"):
         validate_config(config)

@@ -43,7 +43,7 @@ def test_a_model_that_cannot_be_had_drops_exactly_what_needs_it(paper, capsys):
     assert "results/figures/id_across_checkpoints.png" in paper.targets()
     said = capsys.readouterr().err.splitlines()
     assert said == ["model 'roberta-base' cannot be had: its folder is gone; with --keep-going, the run leaves out "
-                    "anisotropy_by_layer, by_modality, rajaee_pilehvar, tables"]
+                    "anisotropy_by_layer, profile_by_modality, rajaee_pilehvar, tables"]
 
 
 def write_log(path: Path, *lines: str) -> str:
@@ -79,6 +79,6 @@ def test_a_run_ends_naming_each_failed_job_and_each_missing_deliverable_with_wha
         "not made: profile_across_checkpoints (results/figures/profile_demo-bert_anisotropy.png): a job it needs "
         "failed or did not run (see above)"]
     # a figure left by an earlier run is not made by this one when one of its models failed here
-    lines = missing(experiment, set(), {"by_modality"}, started)
-    assert lines[1:] == ["not made: by_modality (results/figures/by_modality.png): demo-pythia: no corpus "
+    lines = missing(experiment, set(), {"godey"}, started)
+    assert lines[1:] == ["not made: godey (results/figures/profile_by_modality.png): demo-pythia: no corpus "
                          "(log: logs/train_model/demo-pythia.log)"]

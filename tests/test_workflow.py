@@ -79,7 +79,8 @@ def expected_jobs(config: dict) -> dict[str, int]:
     runs = {name: seeds if "finetune" in entry else 1 for name, entry in models.items()}  # a model per seed's run
     checkpoints = {name: checkpoints_of(entry) * runs[name] for name, entry in models.items()}
     # the modality figure's models without a step-0 checkpoint are measured once more, at random initialisation
-    baselines = [name for name in figures.get("by_modality", {}).get("models", []) if not has_step0(models[name])]
+    baselines = [name for name in figures.get("profile_by_modality", {}).get("models", [])
+                 if not has_step0(models[name])]
     measured = checkpoints | {name: checkpoints[name] + 1 for name in baselines}
     jobs = {"pin_checkpoint": sum(checkpoints.values()), "pin_random_init": len(baselines),
             "extract_hidden_states": sum(measured.values()),
@@ -242,7 +243,7 @@ def test_end_to_end_ci_preset_produces_every_figure_and_a_complete_table(ci_run)
         assert len(list((tmp_path / "logs" / rule).rglob("*.log"))) == expected[rule], rule
     snakemake("--cores", "1", "--configfile", *configfiles, "--report", "results/report.html", workdir=tmp_path)
     report = (tmp_path / "results/report.html").read_text(errors="replace")
-    assert "anisotropy_by_layer.png" in report and "by_modality.png" in report
+    assert "anisotropy_by_layer.png" in report and "profile_by_modality.png" in report
     assert "rajaee_pilehvar_figure1.png" in report and "rajaee_pilehvar_tables.html" in report
     assert "claims.html" in report  # the claims page
     # every claim of the three papers, held, not held or not measurable on these tiny models, each saying why not
@@ -257,6 +258,13 @@ def test_end_to_end_ci_preset_produces_every_figure_and_a_complete_table(ci_run)
     baselines = summary[summary["random_init"]]  # MiniLM's alone: the demo's trained models have a step0
     assert set(zip(baselines["model"], baselines["checkpoint"])) == {("all-MiniLM-L6-v2", "random-init")}
     assert json.loads((tmp_path / "results/manifests/all-MiniLM-L6-v2/random-init.json").read_text())["init_seed"] == 0
+    # Godey et al.: every image model keeps the same positions per image; the ResNet's step0, never run in train mode,
+    # is measured with batch-norm statistics of the digits, its trained checkpoint with its own
+    images = [json.loads(path.read_text()) for model in ("demo-vit", "demo-resnet")
+              for path in sorted((tmp_path / "results/manifests" / model).glob("*.json"))]
+    assert {manifest["positions_per_item"] for manifest in images} == {config["extraction"]["positions_per_image"]}
+    assert [(manifest["checkpoint"], manifest["batch_norm_estimated"] > 0) for manifest in images
+            if manifest["model"] == "demo-resnet"] == [("step0", True), ("step40", False)]
     manifest = json.loads((tmp_path / "results/manifests/demo-resnet/step40.json").read_text())
     assert manifest["modality"] == "image" and manifest["layers"] == 3 and manifest["tokens_per_layer"] == 1024
     assert set(summary["dtype"]) == {"float32"}  # on CPU, extraction.dtype auto runs float32
@@ -288,7 +296,7 @@ def test_a_figure_extended_by_a_model_runs_that_model_that_figure_and_the_table_
         **figure1, "models": [*figure1["models"], "minilm-copy"]}}}, tmp_path / "extend.yaml")
     configfiles = ["--configfile", *CI, str(extend)]
     targets = snakemake("--list-target-rules", *configfiles, workdir=workdir).stdout.split()
-    assert {"anisotropy_by_layer", "by_modality", "rajaee_pilehvar", "tables"} <= set(targets)
+    assert {"anisotropy_by_layer", "godey", "rajaee_pilehvar", "tables"} <= set(targets)
     before = figure_files(workdir)
     # the figure's named target: the new model's jobs (7 hidden states, 2 layers per job) and that figure, no other
     assert ran_jobs(snakemake("--cores", "2", "anisotropy_by_layer", *configfiles, workdir=workdir)) == {
@@ -352,7 +360,7 @@ def test_a_keep_going_run_without_two_models_makes_every_other_figure_and_names_
     report = snakemake("--cores", "1", *configfiles, "--report", "results/report.html", workdir=workdir,
                        env=offline, check=False)
     assert report.returncode == 0, report.stderr[-3000:]
-    assert "by_modality.png" in (workdir / "results/report.html").read_text(errors="replace")
+    assert "profile_by_modality.png" in (workdir / "results/report.html").read_text(errors="replace")
 
 
 def test_one_paper_figure_plans_only_its_own_models_jobs(tmp_path):

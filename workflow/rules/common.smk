@@ -5,7 +5,8 @@
 import time
 
 from shape_of_learning.experiment import results_root
-from shape_of_learning.experiment.config import read_config_file, result_settings, shards_scratch, validate_config
+from shape_of_learning.experiment.config import (extraction_settings, read_config_file, result_settings,
+                                                 shards_scratch, validate_config)
 
 CONFIG_FILES = workflow.config_settings.configfiles or [Path(workflow.basedir) / "config.yaml"]
 for config_file in CONFIG_FILES:

@@ -28,6 +28,7 @@ with job_logging(snakemake):
         device=options["device"],
         dtype=options["dtype"],
         loss=options["loss"],
+        positions_per_image=options["positions_per_image"],
     )
     Path(snakemake.output.manifest).write_text(json.dumps(manifest, indent=2, default=str) + "\n")
     if options["evict_weights"]:  # the disk of one checkpoint at a time, not of the series

@@ -5,10 +5,10 @@ row's `note` says "the project's reading"."""
 from shape_of_learning.claims.claim import MARGIN, Claim, Group, each_model, figure_models, layer_mean, summaries
 from shape_of_learning.claims.inputs import final_profile, initial_profile
 from shape_of_learning.claims.predicates import NotMeasurable, Verdict, above, every, groups_apart, judged, num
-from shape_of_learning.figures.modality import model_group
+from shape_of_learning.figures.profile_by_modality import model_group
 
 PAPER = "Godey et al. (2023)"
-FIGURE = "by_modality"  # the figure kind of the paper's models (issue 45 renames it): the claims' one reference to it
+FIGURE = "profile_by_modality"  # the figure kind of the paper's models: the claims' one reference to it
 COSINE = "avg_cosine"  # the paper's measure of anisotropy: the average cosine between token vectors
 CENTRED = "avg_cosine_centred"  # the same after removing the mean vector: what a ReLU's positive mean cannot lift
 ABSTRACT = ("We show in this paper that anisotropy can also be observed empirically in language models with specific "

@@ -28,7 +28,9 @@ from shape_of_learning.metrics.registry import METRICS
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 SCHEMAS = Path(__file__).resolve().parents[3] / "workflow" / "schemas"
 CONFIG_SCHEMA, MODEL_SCHEMA = "config.schema.yaml", "model.schema.yaml"
-RENAMED_SECTIONS = {"finetuning": "rajaee_pilehvar"}  # a section's old name -> its name now
+# Keys renamed: (the path of the key's mapping, its old name) -> its name now, refused before the schema, naming it
+RENAMED_KEYS = {((), "finetuning"): "rajaee_pilehvar", (("figures",), "by_modality"): "profile_by_modality"}
+IMAGE_EXTRACTION = ("positions_per_image",)  # extraction settings that change image models' shards only
 
 
 class ConfigError(ValueError):
@@ -56,7 +58,7 @@ def validate_config(config: dict) -> dict:
     every model entry is validated against its own schema as well. An invalid config raises ConfigError, naming the
     key, the problem and the allowed values.
     """
-    _check_renamed_sections(config)
+    _check_renamed_keys(config)
     with tempfile.TemporaryDirectory() as folder:  # snakemake.utils.validate reads a schema from a file
         files = _write(schemas(), Path(folder))
         _validate(config, files[CONFIG_SCHEMA], "config")
@@ -122,6 +124,25 @@ def result_settings(value, where: str):
     return _canonical(value, schema, file)
 
 
+def extraction_settings(extraction: dict, modality: str) -> dict:
+    """`result_settings` of the config's `extraction` for a model of `modality` (its job's params): without the
+    settings of image models (`IMAGE_EXTRACTION`) for any other, so that changing one reruns image models only."""
+    settings = result_settings(extraction, "extraction")
+    return settings if modality == "image" else {k: v for k, v in settings.items() if k not in IMAGE_EXTRACTION}
+
+
+def _check_renamed_keys(config: dict) -> None:
+    """A key under its old name (`RENAMED_KEYS`) is refused with its new one, rather than reported as a key the
+    schema does not allow."""
+    for (parents, old), new in RENAMED_KEYS.items():
+        mapping = config
+        for parent in parents:
+            mapping = mapping.get(parent) if isinstance(mapping, dict) else None
+        if isinstance(mapping, dict) and old in mapping:
+            where = ".".join(["config", *parents, old])
+            raise ConfigError(f"{where}: renamed `{new}`; rename `{old}:` to `{new}:` in the config file")
+
+
 def _canonical(value, schema: dict, file: str):
     schema, file = _resolve(schema, file)
     if isinstance(value, dict):
@@ -149,14 +170,6 @@ def _resolve(schema: dict, file: str) -> tuple[dict, str]:
     for part in filter(None, pointer.split("/")):
         document = document[part]
     return _resolve(document, file)
-
-
-def _check_renamed_sections(config: dict) -> None:
-    """A section under its old name (`RENAMED_SECTIONS`) is named with its new one, rather than reported as a key the
-    schema does not know."""
-    if old := next((key for key in RENAMED_SECTIONS if key in config), None):
-        raise ConfigError(f"config.{old}: this section is now called `{RENAMED_SECTIONS[old]}:`; rename `{old}:` to "
-                          f"`{RENAMED_SECTIONS[old]}:` in the config file")
 
 
 def _check_metric_settings(metrics: dict) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from shape_of_learning import paths
 from shape_of_learning.claims.catalogue import Group, plan_claims
 from shape_of_learning.figures.kinds import FIGURE_KINDS, Figure
-from shape_of_learning.figures.modality import model_group
+from shape_of_learning.figures.profile_by_modality import model_group
 from shape_of_learning.models.checkpoints import RANDOM_INIT, SERIES, Checkpoint, RandomInit, checkpoints, random_init
 from shape_of_learning.rajaee_pilehvar.datasets import split_names
 
@@ -173,7 +173,7 @@ class Experiment:
         return next(job.seeds for job in self.analyses if job.model == model)
 
     def deliverables(self) -> list[Deliverable]:
-        """Every final output, planned: each figure (its target the config entry's `target`, else its kind), the
+        """Every final output, planned: each figure (its target the config entry's `target`, else its kind's), the
         Rajaee & Pilehvar tables and figures (`rajaee_pilehvar`), every model's tables in one (`tables`), the claims
         scorecard (`claims`)."""
         found = [Deliverable(figure.name, figure.target, tuple(figure.outputs), self.needs(figure.models))
@@ -299,7 +299,7 @@ def plan_figures(kind: str, entry: dict | list, config: dict) -> list[Figure]:
                    for e in entries for model in e["models"]]
     figures = []
     for entry_arguments in entries:
-        target = entry_arguments.get("target", kind)
+        target = entry_arguments.get("target", spec.target or kind)
         arguments = {key: value for key, value in entry_arguments.items() if key != "target"}
         figure = Figure(spec.stem.format(**arguments), kind, arguments, target)
         if unknown := [m for m in figure.models if m not in config["models"]]:

@@ -21,7 +21,10 @@ from shape_of_learning.corpus.io import atomic_path
 
 KEY = "results"  # the config's key of the results root
 # Outputs renamed or dropped: a glob under the results root (no "**": every dry run looks) -> what to do, one sentence.
-RETIRED: dict[str, str] = {}
+RETIRED: dict[str, str] = {
+    "figures/by_modality.*": "Godey et al.'s figure is now results/figures/profile_by_modality; delete "
+                             "results/figures/by_modality.png and .pdf",
+}
 
 
 class ForeignRootError(RuntimeError):

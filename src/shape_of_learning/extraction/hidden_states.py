@@ -22,6 +22,7 @@ from tqdm import tqdm
 from transformers import AutoConfig
 
 from shape_of_learning import network, paths
+from shape_of_learning.extraction.batch_norm import at_defaults, batch_norms, estimate_statistics, estimation_chunks
 from shape_of_learning.extraction.families import MASKED_LM, NEXT_TOKEN, depth, last_layer_after_final_norm
 from shape_of_learning.extraction.fingerprint import Fingerprint
 from shape_of_learning.extraction.inputs import AudioInputs, ImageInputs, TextInputs, per_item_positions
@@ -39,7 +40,8 @@ SPECIAL_TOKEN_POLICIES = ("exclude", "include")
 
 def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out_dir: Path, *,
             pin: dict | None = None, special_tokens: str = "exclude", store_dtype: str = "float16",
-            device: str = "auto", dtype: str = "auto", loss: dict | None = None) -> dict:
+            device: str = "auto", dtype: str = "auto", loss: dict | None = None,
+            positions_per_image: int | None = None) -> dict:
     """Write ``out_dir/layer_{0..L}.parquet`` with `n_tokens` token vectors each and return the job's manifest.
 
     `items` are the corpus of the entry's ``modality``: text windows (str), or image or audio files (bytes).
@@ -53,6 +55,10 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
     GPU lacks bf16) and float32 on CPU. A model larger than the free GPU memory loads with
     ``device_map="auto"``; a CUDA out-of-memory halves the batch and retries. `loss` (extraction.loss: tokens,
     mask_probability, seed; None or tokens 0: none) asks for the checkpoint's loss (`loss` module).
+    `positions_per_image` (extraction.positions_per_image) is k, the positions every layer of an image model keeps
+    per image, the same for every image model of a config (None: this model's fewest, for use outside the workflow).
+    Batch-norm layers that hold their default statistics get them from the items read, before the pass
+    (`extraction.batch_norm`).
     """
     name = f"{checkpoint.model}/{checkpoint.name}"
     if special_tokens not in SPECIAL_TOKEN_POLICIES:
@@ -97,10 +103,13 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
     next_token = NextTokenLoss(loss["tokens"], n_tokens) if loss_kind == NEXT_TOKEN else None
     body = model if next_token else model.base_model  # a masked-LM head has nothing to predict in this pass
     load_seconds = time.perf_counter() - started
+    per_item = None  # k, where layers differ in positions per item: the config's for images, else the fewest
     if modality == "image":
-        source = ImageInputs(items, preprocessor, config, special_tokens == "exclude")
+        source, per_item = ImageInputs(items, preprocessor, config, special_tokens == "exclude"), positions_per_image
     elif modality == "audio":
         source = AudioInputs(items, preprocessor, model)
+    statistics = _estimate_batch_norm(body, source, math.ceil(n_tokens / per_item) if per_item else len(source),
+                                      entry["batch_size"], input_device, dtype, name)
     family = config.model_type
     after_final_norm = last_layer_after_final_norm(config)
     if after_final_norm is None:
@@ -122,16 +131,13 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
         shards = [stack.enter_context(ShardWriter(out_dir / paths.shard_name(layer), store_dtype=store_dtype,
                                                   metadata={**metadata, "layer": layer}))
                   for layer in range(layers + 1)]
-        pipeline = stack.enter_context(ShardPipeline(shards, store_dtype, threads=writer_threads))  # before closing
+        pipeline = stack.enter_context(ShardPipeline(shards, threads=writer_threads))  # before closing
         progress = stack.enter_context(tqdm(total=n_tokens, unit="tok", desc=name, mininterval=5))
-        start, used, filled, items_used, per_item = 0, 0, [0] * (layers + 1), 0, None
+        start, used, filled, items_used = 0, 0, [0] * (layers + 1), 0
         fingerprint = Fingerprint(layers + 1)
         while start < len(source) and min(filled) < n_tokens:
             batch = source.batch(start, batch_size)
-            # non_blocking: the host stages the (pageable) inputs at once, and this thread need not wait for the GPU
-            inputs = {key: value.to(input_device, dtype=dtype if value.is_floating_point() else None,
-                                    non_blocking=True)
-                      for key, value in batch.inputs.items()}
+            inputs = _on_device(batch.inputs, input_device, dtype)
             if next_token:  # the head projects only the positions that predict the loss's tokens
                 positions = next_token.positions(batch.kept)
                 inputs |= {"logits_to_keep": positions.to(input_device, non_blocking=True)}
@@ -155,11 +161,8 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
             # keep masks are on the host: choosing the tokens waits for no GPU
             kept, views = [], [batch.tokens(states) for states in hidden]
             if source.per_item:
-                if per_item is None:  # k: the fewest positions a layer has in the first item
-                    per_item = min(int(keep[0].sum()) for _, keep, _ in views)
-                    if per_item == 0:
-                        raise ValueError(f"{name}: some layer keeps no vector of the first {source.unit[:-1]}; "
-                                         "check the preprocessor's size and special_tokens")
+                if start == 0:
+                    per_item = _positions_per_item([keep for _, keep, _ in views], per_item, source.unit, name)
                 keeps = per_item_positions([keep for _, keep, _ in views], batch.items, per_item,
                                            n_tokens - filled[0])
                 views = [(vectors, keep, token_ids) for (vectors, _, token_ids), keep in zip(views, keeps)]
@@ -203,10 +206,53 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
             "tokens_per_layer": n_tokens, "windows_used": used, "items_used": items_used,
             "positions_per_item": per_item, "max_length": max_length, "batch_size": batch_size,
             "dtype": metadata["model_dtype"], "store_dtype": store_dtype, "device": str(input_device),
-            "special_tokens": special_tokens, "last_layer_after_final_norm": after_final_norm,
+            "special_tokens": special_tokens, "last_layer_after_final_norm": after_final_norm, **statistics,
+            "float32_layers": [layer for layer, shard in enumerate(shards) if shard.store_dtype != store_dtype],
             "load_seconds": round(load_seconds, 3), "seconds": round(seconds, 3),
             "tokens_per_second": round(n_tokens / seconds, 1), "loss": loss_record,
             "fingerprint": fingerprint.record()}
+
+
+def _on_device(inputs: dict, device: torch.device, dtype: torch.dtype) -> dict:
+    """The forward pass's keyword arguments on `device`, floating-point ones in `dtype`. non_blocking: the host
+    stages the (pageable) inputs at once, and this thread need not wait for the GPU."""
+    return {key: value.to(device, dtype=dtype if value.is_floating_point() else None, non_blocking=True)
+            for key, value in inputs.items()}
+
+
+def _estimate_batch_norm(model, source, items: int, batch_size: int, device: torch.device, dtype: torch.dtype,
+                         name: str) -> dict:
+    """The statistics of the batch-norm layers of `model` that hold their defaults, estimated on the first `items`
+    of `source`, those the pass reads (`extraction.batch_norm`); and the manifest's record of it: the model's
+    batch-norm layers, how many were estimated, on how many items."""
+    norms = batch_norms(model)
+    defaults = [norm for norm in norms if at_defaults(norm)]
+    items = min(items, len(source)) if defaults else 0
+    if defaults:
+        started = time.perf_counter()
+        chunks = estimation_chunks(items, 1 if source.solo else batch_size)
+        estimate_statistics(model, (_on_device(source.batch(start, size).inputs, device, dtype)
+                                    for start, size in chunks), defaults)
+        logger.info("%s: %d of %d batch-norm layers held default statistics; estimated on %d %s in %.1f s", name,
+                    len(defaults), len(norms), items, source.unit, time.perf_counter() - started)
+    return {"batch_norm_layers": len(norms), "batch_norm_estimated": len(defaults), "batch_norm_items": items}
+
+
+def _positions_per_item(keeps: list[torch.Tensor], k: int | None, unit: str, name: str) -> int:
+    """k, the positions every layer keeps per item (`inputs.per_item_positions`), checked on the first item's
+    candidates per layer (`keeps`, each (B, N)): `k` itself, or where None the fewest any layer has."""
+    counts = [int(keep[0].sum()) for keep in keeps]
+    fewest = min(counts)
+    if k is None:
+        if fewest == 0:
+            raise ValueError(f"{name}: layer {counts.index(0)} keeps no vector of the first {unit[:-1]}; check the "
+                             "preprocessor's size and special_tokens")
+        return fewest
+    if fewest < k:
+        raise ValueError(f"{name}: layer {counts.index(fewest)} has {fewest} positions per {unit[:-1]}, fewer than "
+                         f"extraction.positions_per_image = {k}, which every image model of the config keeps; set "
+                         f"it to at most {fewest}")
+    return k
 
 
 def _forward(model, inputs: dict):

@@ -8,7 +8,9 @@ returns, the token vectors that may be kept. Which of them are kept:
 - where layers hold different positions per item (images: a CNN's stem has 64x more positions than its last stage;
   CANINE: characters and 4-character molecules), taking the first `n_tokens` would measure early layers within a few
   items and late layers across hundreds. Such a source is `per_item`: every layer takes the same number k of
-  positions from each of the same items (`per_item_positions`), so every layer is measured on the same items.
+  positions from each of the same items (`per_item_positions`), so every layer is measured on the same items. For
+  images k is `extraction.positions_per_image`, the same for every image model, so that same-image pairs are the
+  same share of every model's pairs (a ViT has 4x the positions of a CNN's last stage).
 
 - text: the tokenizer's ids; padding is never kept, special tokens ([CLS], BOS, ...) only with
   ``special_tokens: include``. CANINE's 12 deep layers run on "molecules" (4 characters each): a molecule is a token,

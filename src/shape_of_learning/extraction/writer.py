@@ -2,7 +2,8 @@
 
 On a GPU the shard writes, not the model, set extraction's pace (docs/benchmarks.md), so nothing here makes the main
 thread wait for the GPU: a batch's vectors are checked (finite; within float16's range when stored as float16) and
-converted to the storage dtype on their device, copied on a CUDA stream of their own into pinned host memory
+converted to the storage dtype on their device (a layer too small for float16 is stored as float32:
+`FLOAT16_SMALLEST_RMS`), copied on a CUDA stream of their own into pinned host memory
 (`non_blocking`), and writer threads wait on that copy's event before they read the checks and append to the shards.
 The main thread meanwhile queues the next forward pass. On CPU the same steps run with neither stream nor event.
 
@@ -10,6 +11,7 @@ A shard receives its batches in order: each write first waits for the same shard
 At most `in_flight` batches wait for their writes, which bounds host memory.
 """
 
+import logging
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -18,13 +20,20 @@ import torch
 from shape_of_learning.extraction.loading import DTYPES
 from shape_of_learning.extraction.shards import ShardWriter
 
+logger = logging.getLogger(__name__)
+
 FLOAT16_MAX = 65504.0
+# A layer whose first batch has a root-mean-square value below this is stored as float32, not float16: float16's
+# spacing near zero (2^-24) would then exceed 2^-14 of a typical value, and below 2^-25 every value is stored as 0
+# (a random-init EfficientNet's blocks: transformers draws their batch-norm scales from N(0, 0.02) and the states
+# shrink block by block to 1e-28).
+FLOAT16_SMALLEST_RMS = 2.0 ** -10
 
 
 class ShardPipeline:
     """Writes one batch at a time into `shards` (one per layer), overlapping the caller's next forward pass.
 
-    >>> with ShardPipeline(shards, "float16", threads=4) as pipeline:
+    >>> with ShardPipeline(shards, threads=4) as pipeline:
     ...     for batch in batches:
     ...         pipeline.put([(vectors, index), ...], labels)   # per layer: (n, D) on any device, index columns
     ...     pipeline.drain()                                     # every write done, or its error raised here
@@ -33,12 +42,13 @@ class ShardPipeline:
     by `drain`, as its own exception.
     """
 
-    def __init__(self, shards: list[ShardWriter], store_dtype: str, *, threads: int, in_flight: int = 2):
-        self.shards, self.store_dtype, self.in_flight = shards, store_dtype, in_flight
+    def __init__(self, shards: list[ShardWriter], *, threads: int, in_flight: int = 2):
+        self.shards, self.in_flight = shards, in_flight
         self.threads = ThreadPoolExecutor(threads, thread_name_prefix="shard-writer")
         self.pending: deque[list[Future]] = deque()  # per batch waiting for its writes: one future per written layer
         self.last: list[Future | None] = [None] * len(shards)  # per shard, its latest write
         self.copy_streams: dict[torch.device, torch.cuda.Stream] = {}
+        self.sized = [False] * len(shards)  # per shard, whether its first batch chose its store dtype
 
     def __enter__(self):
         return self
@@ -49,7 +59,8 @@ class ShardPipeline:
     def put(self, layers: list[tuple[torch.Tensor, dict]], labels: list[str]) -> None:
         """Queue one batch: per layer its kept vectors (n, D) and index columns (`ShardWriter.append`'s keywords);
         a layer with n = 0 writes nothing. Waits for older batches only beyond `in_flight`."""
-        staged = [self._stage(vectors) if len(vectors) else None for vectors, _ in layers]
+        staged = [self._stage(vectors, self._store_dtype(layer, vectors, labels[layer])) if len(vectors) else None
+                  for layer, (vectors, _) in enumerate(layers)]
         events = {device: self._record(device) for device in self.copy_streams}
         writes = []
         for layer, (stage, (_, index)) in enumerate(zip(staged, layers)):
@@ -73,15 +84,30 @@ class ShardPipeline:
         for write in self.pending.popleft():
             write.result()
 
-    def _stage(self, vectors: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.device | None]:
+    def _store_dtype(self, layer: int, vectors: torch.Tensor, label: str) -> str:
+        """The shard's store dtype, float16 turned float32 at its first batch if the values are too small for
+        float16 (`FLOAT16_SMALLEST_RMS`; before its first append, so the shard's metadata records it). A GPU wait
+        per layer in the first batch, none later."""
+        shard = self.shards[layer]
+        if shard.store_dtype == "float16" and not self.sized[layer]:
+            rms = float(vectors.double().square().mean().sqrt())
+            if rms < FLOAT16_SMALLEST_RMS:
+                logger.warning("%s: values of root-mean-square %.3g, too small for float16; stored as float32", label,
+                               rms)
+                shard.store_dtype = "float32"
+        self.sized[layer] = True
+        return shard.store_dtype
+
+    def _stage(self, vectors: torch.Tensor, store_dtype: str) -> tuple[torch.Tensor, torch.Tensor,
+                                                                       torch.device | None]:
         """Checks and storage-dtype copy of `vectors` on their device, then (CUDA) their asynchronous copy to pinned
         host memory on the device's copy stream. Returns (host vectors, host checks, the CUDA device or None)."""
         non_finite = (~torch.isfinite(vectors)).sum().double()
-        narrowed = self.store_dtype == "float16" and vectors.dtype != torch.float16
+        narrowed = store_dtype == "float16" and vectors.dtype != torch.float16
         # the largest magnitude matters only where the store narrows the range: otherwise no second pass for it
         largest = vectors.abs().amax().double() if narrowed else torch.zeros_like(non_finite)
         checks = torch.stack([non_finite, largest])
-        stored = vectors.to(DTYPES[self.store_dtype])
+        stored = vectors.to(DTYPES[store_dtype])
         if vectors.device.type != "cuda":
             return stored, checks, None
         device = vectors.device
@@ -114,7 +140,7 @@ class ShardPipeline:
             raise FloatingPointError(f"{label}: {int(non_finite)} non-finite hidden-state values (NaN or Inf, "
                                      "typically a float16 overflow); extract with `dtype: float32` (the model's "
                                      "entry or extraction.dtype)")
-        if self.store_dtype == "float16" and largest > FLOAT16_MAX:
+        if shard.store_dtype == "float16" and largest > FLOAT16_MAX:
             raise ValueError(f"{label}: values beyond the float16 range (|x| > {FLOAT16_MAX:g}); extract with "
                              "store_dtype='float32'")
         shard.append(host.numpy(), **index)

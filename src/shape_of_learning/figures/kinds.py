@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 
 from shape_of_learning import paths
 from shape_of_learning.figures.loss import loss_across_checkpoints
-from shape_of_learning.figures.modality import by_modality
 from shape_of_learning.figures.paper import (
     anisotropy_by_layer,
     id_across_checkpoints,
     id_estimators,
     profile_across_checkpoints,
 )
+from shape_of_learning.figures.profile_by_modality import profile_by_modality
 from shape_of_learning.figures.style import estimator_settings
 
 
@@ -28,8 +28,9 @@ class FigureKind:
     its file names.
 
     Its entry under `figures:` in the config (one schema entry, named as the function) gives one figure, or one per
-    item of a list, or with `per_model` one per entry of its `models` (drawn with `model=`). Files: `paths.figure`
-    of `stem`, formatted with the figure's arguments. The plotting function gets the entry's fields (less `target`,
+    item of a list, or with `per_model` one per entry of its `models` (drawn with `model=`), built by the named
+    target of the entry's `target`, else of the kind's `target`, else of its name. Files: `paths.figure` of `stem`,
+    formatted with the figure's arguments. The plotting function gets the entry's fields (less `target`,
     the named target that builds it) as keyword arguments, and those of `flagged`, `layer_average_over` and `groups`
     it takes, from the config (`shape_of_learning.experiment.dag.plan`). It reads its models' summary tables, or with
     `reads="health"` their health tables.
@@ -40,6 +41,7 @@ class FigureKind:
     stem: str
     per_model: bool = False
     reads: str = "summary"
+    target: str | None = None  # the named target of a figure whose entry has no `target`; None: the kind's name
 
 
 FIGURE_KINDS: dict[str, FigureKind] = {kind.draw.__name__: kind for kind in [
@@ -47,7 +49,8 @@ FIGURE_KINDS: dict[str, FigureKind] = {kind.draw.__name__: kind for kind in [
     FigureKind(profile_across_checkpoints, "2-3: profile across checkpoints", "profile_{model}_{metric}"),
     FigureKind(id_across_checkpoints, "4: intrinsic dimension vs step", "id_across_checkpoints"),
     FigureKind(id_estimators, "5: three ID estimators", "id_estimators_{model}", per_model=True),
-    FigureKind(by_modality, "Godey et al.: anisotropy by modality", "by_modality"),
+    FigureKind(profile_by_modality, "Godey et al.: by modality, trained and at initialisation", "profile_by_modality",
+               target="godey"),
     FigureKind(loss_across_checkpoints, "loss and checkpoint health", "loss_{model}", per_model=True, reads="health"),
 ]}
 

@@ -22,7 +22,9 @@ def select(summary: pd.DataFrame, metrics: Iterable[str], models: Iterable[str] 
     requested metric and no (model, checkpoint, layer, metric) appears twice. Sorted by model, step, layer.
 
     Random-init baselines (`random_init`) are no checkpoint of their model's training: left out unless `baselines`,
-    so that no series, health verdict or final-checkpoint choice ever sees one."""
+    so that no series, health verdict or final-checkpoint choice ever sees one. A summary written before layers were
+    marked `degenerate` has none: that version stopped at such a layer."""
+    summary = summary.assign(degenerate=summary.reindex(columns=["degenerate"])["degenerate"].eq(True))
     if missing := [column for column in SUMMARY_COLUMNS if column not in summary.columns]:
         raise ValueError(f"summary lacks column(s) {missing}; a summary table has {SUMMARY_COLUMNS} (a summary "
                          "written by an older version: rerun its job, `snakemake -R tabulate_metrics`)")
@@ -90,6 +92,29 @@ def dtype_text(rows: pd.DataFrame) -> str:
         return f"Forward passes in {models.index[0]}."
     return "Forward passes in " + "; ".join(f"{dtype} ({', '.join(sorted(names))})" for dtype, names in
                                             models.items()) + "."
+
+
+def degenerate_text(rows: pd.DataFrame) -> str:
+    """The layers of `rows` left out as degenerate (`metrics.layer.degenerate`: fewer than 3 distinct vectors, so no
+    value), per model and checkpoint; empty where there are none."""
+    gone = rows[rows["degenerate"].eq(True)].drop_duplicates(["model", "checkpoint", "layer"])
+    if gone.empty:
+        return ""
+    layers = gone.groupby(["model", "checkpoint"])["layer"].agg(sorted)
+    return ("Left out, degenerate layers (fewer than 3 distinct vectors: all zero or all the same): "
+            + "; ".join(f"{model}/{checkpoint} layer{'s' if len(found) > 1 else ''} {_ranges(found)}"
+                        for (model, checkpoint), found in layers.items()) + ".")
+
+
+def _ranges(numbers: list[int]) -> str:
+    """1, 2, 3, 5 -> "1-3, 5"."""
+    runs = []
+    for number in numbers:
+        if runs and number == runs[-1][1] + 1:
+            runs[-1][1] = number
+        else:
+            runs.append([number, number])
+    return ", ".join(str(first) if first == last else f"{first}-{last}" for first, last in runs)
 
 
 def training_checkpoints(rows: pd.DataFrame) -> pd.DataFrame:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from shape_of_learning.figures.rows import describe, dtype_text
+from shape_of_learning.figures.rows import degenerate_text, describe, dtype_text
 from shape_of_learning.metrics.registry import METRICS
 
 if TYPE_CHECKING:  # matplotlib is imported where a figure is drawn, not while a DAG is planned
@@ -47,9 +47,9 @@ def metric_label(metric: str) -> str:
 
 def footnote(figure, rows: pd.DataFrame, noted: pd.DataFrame, policy: str, settings: str = "") -> None:
     """Text under the figure: the dtype of the forward passes behind its `rows`, the settings it depends on, the
-    checkpoints left out or marked for not being their step's model, with why, and those drawn once for a group that
-    is one model (`rows.apply_health`)."""
-    lines = [dtype_text(rows), *([settings] if settings else [])]
+    checkpoints left out or marked for not being their step's model, with why, those drawn once for a group that
+    is one model (`rows.apply_health`), and the degenerate layers, which have no value to draw."""
+    lines = [dtype_text(rows), *([settings] if settings else []), *filter(None, [degenerate_text(rows)])]
     if len(flagged := noted.dropna(subset="reason")):
         verb = "Left out" if policy == "omit" else "Hollow markers / dashed lines"
         lines.append(f"{verb}, not their step's model: " + describe(flagged))

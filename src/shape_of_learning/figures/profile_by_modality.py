@@ -29,7 +29,7 @@ def model_group(entry: dict) -> dict:
     return {"modality": modality, "group": "CNN" if entry["kind"] == "cnn" else "transformer"}
 
 
-def by_modality(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, groups: dict[str, dict],
+def profile_by_modality(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, groups: dict[str, dict],
                 metrics: list[str], random_init_seed: int, models: Iterable[str] | None = None,
                 flagged: str) -> matplotlib.figure.Figure:
     """Godey et al. (2023), "Is Anisotropy Inherent to Transformers?": each metric per relative depth (0 = embedding
