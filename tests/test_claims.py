@@ -218,8 +218,7 @@ def summary(model: str, steps: dict, *, kind: str = "decoder", random_init: bool
                           num_layers=len(means) - 1, after_final_norm=False, metric=metric,
                           health=(health or {}).get(step), drawn_as=None, mean=mean, std=std, batches=2,
                           degenerate=layer in (degenerate or {}).get(step, ())) for layer, mean in enumerate(means)]
-    table = pd.DataFrame(rows, columns=[*SUMMARY_COLUMNS, "degenerate"])
-    return table if degenerate else table[SUMMARY_COLUMNS]
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
 
 def health_table(model: str, losses: dict, flagged: dict | None = None) -> pd.DataFrame:

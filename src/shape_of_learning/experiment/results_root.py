@@ -22,8 +22,8 @@ from shape_of_learning.corpus.io import atomic_path
 KEY = "results"  # the config's key of the results root
 # Outputs renamed or dropped: a glob under the results root (no "**": every dry run looks) -> what to do, one sentence.
 RETIRED: dict[str, str] = {
-    "figures/by_modality.*": "Godey et al.'s figure is now results/figures/profile_by_modality; delete "
-                             "results/figures/by_modality.png and .pdf",
+    "figures/by_modality.*": "Godey et al.'s figure is now named profile_by_modality: delete the old "
+                             "by_modality.png and by_modality.pdf",
 }
 
 
