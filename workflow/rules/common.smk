@@ -18,6 +18,7 @@ from shape_of_learning.corpus import MODALITIES
 from shape_of_learning.experiment import cost
 from shape_of_learning.experiment.dag import SERIES, parse_reference, plan
 from shape_of_learning.experiment.outcome import drop_unavailable, missing
+from shape_of_learning.models import download
 from shape_of_learning.models.checkpoints import RANDOM_INIT
 from shape_of_learning.models.revisions import revision_problems
 
@@ -111,6 +112,25 @@ def shards_output():
     if config["extraction"]["keep_embeddings"]:
         return directory(SHARDS)
     return temp(directory(SHARDS), group_jobs=SCRATCH is not None)
+
+
+def downloaded_weights(wildcards):
+    """A checkpoint's download receipt, where a download job fetches what its extraction reads (models.download)."""
+    ckpt = EXPERIMENT.checkpoint(wildcards.model, wildcards.checkpoint)
+    return paths.weights_receipt() if download.needed(ckpt, model_entry(wildcards)) else []
+
+
+# With extraction.evict_weights, a lane of downloads (Experiment.download_lanes) holds the weights of two checkpoints
+# at most: one extracting, the next downloading. Only checkpoints still to extract wait, and ancient(): a finished
+# extraction never reruns for another's.
+GATES = (EXPERIMENT.download_gates(lambda ckpt: not Path(paths.manifest(ckpt.model, ckpt.name)).exists())
+         if config["extraction"]["evict_weights"] and workflow.is_main_process else {})
+
+
+def download_gate(wildcards):
+    """The manifest of the extraction a checkpoint's download waits for, if any."""
+    gate = GATES.get((wildcards.model, wildcards.checkpoint))
+    return ancient(paths.manifest(gate.model, gate.name)) if gate else []
 
 
 def finetuning_data(wildcards):

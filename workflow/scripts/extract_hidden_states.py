@@ -2,6 +2,7 @@ import json
 import logging
 from pathlib import Path
 
+from shape_of_learning import network
 from shape_of_learning.corpus import read_windows
 from shape_of_learning.corpus.media import read_media
 from shape_of_learning.extraction.hidden_states import extract
@@ -10,6 +11,7 @@ from shape_of_learning.models.hf_cache import evict_weights
 from shape_of_learning.models.pinning import read_lock
 
 with job_logging(snakemake):
+    network.go_offline()  # the download job put every file it reads into the HF cache (models.download)
     entry = snakemake.config["models"][snakemake.wildcards.model]
     options = snakemake.config["extraction"]
     corpus = Path(snakemake.input.corpus)

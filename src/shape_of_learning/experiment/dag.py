@@ -22,6 +22,8 @@ RAJAEE_PILEHVAR_TABLES = paths.RAJAEE_PILEHVAR_TABLES
 RAJAEE_PILEHVAR_REPORT = paths.table("rajaee_pilehvar_tables.html")
 RAJAEE_PILEHVAR_FIGURES = {number: [paths.figure(f"rajaee_pilehvar_figure{number}", ext) for ext in
                                     paths.FIGURE_FORMATS] for number in (1, 2)}
+# A lane of downloads (`Experiment.download_lanes`) fetches this many checkpoints ahead of the one it extracts
+DOWNLOADS_AHEAD = 1
 GLOBAL_TABLES = [paths.METRICS_TABLE, paths.SUMMARY, paths.SUMMARY_CSV, paths.CHECKPOINTS_TABLE]
 CLAIMS_OUTPUTS = (paths.CLAIMS_TABLE, paths.CLAIMS_REPORT)
 
@@ -203,6 +205,29 @@ class Experiment:
         had: its rows that need them say so."""
         return list(dict.fromkeys(path for group in self.claims for models, path in group.files.values()
                                   if not any(model in self.unavailable for model in models)))
+
+    def download_lanes(self) -> list[list[Checkpoint]]:
+        """The checkpoints whose weights a download job fetches, in lanes: the models that the same deliverables need
+        (the partial claims scorecard aside) share one, in plan order, each series in order. Any target that needs a
+        checkpoint of a lane needs them all, and a failure in a lane blocks only deliverables it blocks anyway."""
+        deliverables = [d for d in self.deliverables() if not d.partial]
+        needed_by = {model: frozenset(d.name for d in deliverables if model in d.models) for model in self.checkpoints}
+        lanes = {}
+        for model, found in self.checkpoints.items():
+            lanes.setdefault(needed_by[model], []).extend(ckpt for ckpt in found if ckpt.source == "hub")
+        return [lane for lane in lanes.values() if lane]
+
+    def download_gates(self, pending) -> dict[tuple[str, str], Checkpoint]:
+        """(model, checkpoint) -> the checkpoint whose extraction its download waits for: in its lane, among the
+        checkpoints still to extract (`pending(checkpoint)`), the one DOWNLOADS_AHEAD + 1 places before it. A lane
+        then holds the weights of DOWNLOADS_AHEAD + 1 checkpoints at most, evicted as each extraction ends: one
+        extracting and the next downloading, the GPU never waiting for the network within a lane."""
+        gates = {}
+        for lane in self.download_lanes():
+            waiting = [ckpt for ckpt in lane if pending(ckpt)]
+            gates |= {(ckpt.model, ckpt.name): waiting[index - DOWNLOADS_AHEAD - 1]
+                      for index, ckpt in enumerate(waiting) if index > DOWNLOADS_AHEAD}
+        return gates
 
     def targets(self) -> list[str]:
         """Every final output that can be made: the outputs of every deliverable not blocked by a model that cannot
