@@ -44,6 +44,8 @@ def schemas() -> dict[str, dict]:
     config["$defs"]["metric"]["enum"] = list(METRICS)
     config["properties"]["metrics"]["properties"]["names"]["default"] = list(METRICS)
     model["properties"]["modality"]["enum"] = list(MODALITIES)
+    config["properties"]["modalities"]["items"]["enum"] = list(MODALITIES)
+    config["properties"]["modalities"]["default"] = list(MODALITIES)
     config["properties"]["cost"]["properties"]["calibration"]["enum"] = list(CALIBRATIONS)
     return {CONFIG_SCHEMA: config, MODEL_SCHEMA: model}
 

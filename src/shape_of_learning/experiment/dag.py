@@ -252,7 +252,9 @@ def layers_in_group(group: str) -> range:
 
 def plan(config: dict) -> Experiment:
     """Expand a validated config into checkpoints, figures and analyses. The registry it plans (`Experiment.models`)
-    is the config's with each `finetune:` entry replaced by one model per seed (`seed_models`)."""
+    is the config's with each `finetune:` entry replaced by one model per seed (`seed_models`), less the models of
+    the modalities `modalities` leaves out (`leave_out_modalities`)."""
+    config = leave_out_modalities(config)
     pairs = plan_pairs(config)
     models = seed_models(config)
     for name, entry in models.items():
@@ -283,6 +285,27 @@ def plan(config: dict) -> Experiment:
     if "claims" in config:
         experiment.claims = plan_claims(experiment, config)
     return experiment
+
+
+def leave_out_modalities(config: dict) -> dict:
+    """The config without the models that read a modality `modalities` leaves out: gone from `models:` and from every
+    figure, and a figure left without models gone too."""
+    left_out = {name for name, entry in config["models"].items() if entry["modality"] not in config["modalities"]}
+    if not left_out:
+        return config
+    figures = {}
+    for kind, entry in config["figures"].items():
+        if kind not in FIGURE_KINDS:
+            figures[kind] = entry
+            continue
+        kept = [{**item, "models": [model for model in item["models"] if model not in left_out]}
+                if "models" in item else item
+                for item in (entry if isinstance(entry, list) else [entry]) if item.get("model") not in left_out]
+        kept = [item for item in kept if item.get("models", True)]
+        if kept:
+            figures[kind] = kept if isinstance(entry, list) else kept[0]
+    models = {name: entry for name, entry in config["models"].items() if name not in left_out}
+    return {**config, "models": models, "figures": figures}
 
 
 def seed_models(config: dict) -> dict[str, dict]:
