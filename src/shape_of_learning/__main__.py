@@ -73,11 +73,11 @@ def _volumes(args):
 
 
 def volume(args) -> int:
-    config, _, found = _volumes(args)
+    config, experiment, found = _volumes(args)
     from shape_of_learning.experiment import disk
 
     print(disk.table(found))
-    print(disk.summary(found, config["extraction"]))
+    print(disk.summary(found, config["extraction"], experiment.download_lanes()))
     return 0
 
 

@@ -66,7 +66,7 @@ if DRY_RUN:
 
     volumes = disk.volumes(EXPERIMENT.checkpoints, EXPERIMENT.models, EXPERIMENT.tokens_per_layer,
                            config["extraction"]["store_dtype"])
-    print(disk.summary(volumes, config["extraction"]), file=sys.stderr)
+    print(disk.summary(volumes, config["extraction"], EXPERIMENT.download_lanes()), file=sys.stderr)
     estimate = cost.estimate(EXPERIMENT, volumes, config)
     print(cost.table(estimate), cost.summary(estimate, config), sep="\n", file=sys.stderr)
 
