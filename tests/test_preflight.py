@@ -4,6 +4,7 @@ written; a wrong `layers:` fails the dry run naming the right value; `verify` re
 modalities can be left out; downloads wait in lanes."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ from shape_of_learning.experiment.preflight import config_depth, layer_problems,
 
 REPO = Path(__file__).resolve().parents[1]
 IMAGENET = "data/imagenet/ILSVRC2012_img_val.tar"
+GUARD = Path(__file__).parent / "network_guard"  # a sitecustomize: connections other than loopback fail
 
 
 @pytest.fixture
@@ -140,9 +142,9 @@ def test_verify_refuses_a_folder_another_config_wrote(tmp_path, capsys):
     assert capsys.readouterr().out.splitlines()[-1] == "run incomplete"  # its own folder: checked, and incomplete
 
 
-def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+def snakemake(workdir: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory",
-                           str(workdir), *args], capture_output=True, text=True)
+                           str(workdir), *args], capture_output=True, text=True, env=env)
 
 
 @pytest.mark.slow
@@ -156,6 +158,12 @@ def test_without_the_imagenet_archive_a_dry_run_says_so_once_and_a_real_run_refu
     real = snakemake(tmp_path, "--cores", "1")
     assert real.returncode != 0 and f"image_corpus.local_path: {IMAGENET} does not exist" in real.stderr
     assert not (tmp_path / "results").exists() and not (tmp_path / "logs").exists()  # the marker neither
+    # a target that needs no image starts (its first job, enwik8's download, then meets no network)
+    figure3 = snakemake(tmp_path, "figure3", "--cores", "1", "--until", "obtain_corpus",
+                        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(GUARD), os.environ.get("PYTHONPATH", "")]),
+                             "NETWORK_GUARD_LOG": str(tmp_path / "connections.jsonl")})
+    assert (tmp_path / "results/.written-by.json").is_file() and (tmp_path / "logs/obtain_corpus.log").is_file()
+    assert "the run leaves out by_modality, tables" in figure3.stderr  # said, not refused
 
 
 @pytest.mark.slow
