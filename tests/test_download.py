@@ -17,7 +17,7 @@ import yaml
 from huggingface_hub import constants
 
 from shape_of_learning import network
-from shape_of_learning.models import download
+from shape_of_learning.models import download, hf_cache
 from shape_of_learning.models.checkpoints import Checkpoint
 from shape_of_learning.models.pinning import pin
 from shape_of_learning.models.training import byte_tokenizer
@@ -115,7 +115,19 @@ def test_offline_it_verifies_what_the_cache_holds(hub_folder, client, monkeypatc
         lock = pin(Checkpoint("big", "main", "hub", "acme/big", "main", -1))
         download.download(lock, ENTRY)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
-    assert download.download(lock, ENTRY)["verified"] == lock["weights"]  # the server is gone: the cache answers
+    again = download.download(lock, ENTRY)  # the server is gone: the cache answers, verified
+    assert again["verified"] == lock["weights"] and again["cached_before"] == ["model.safetensors"]
+    assert hf_cache.evict_weights(lock, keep=again["cached_before"]) == []  # weights the cache held before stay
+
+
+def test_weights_this_download_fetched_are_evicted_after_extraction(hub_folder, client, monkeypatch):
+    with LocalHub(hub_folder) as hub:
+        point_at(hub, monkeypatch)
+        lock = pin(Checkpoint("big", "main", "hub", "acme/big", "main", -1))
+        receipt = download.download(lock, ENTRY)
+    assert receipt["cached_before"] == []
+    [blob] = hf_cache.evict_weights(lock, keep=receipt["cached_before"])
+    assert blob.name == hashlib.sha256(BIG).hexdigest() and not blob.exists()
 
 
 def test_only_hub_checkpoints_and_hub_tokenizers_need_a_download(tmp_path):

@@ -32,5 +32,6 @@ with job_logging(snakemake):
         loss=options["loss"],
     )
     Path(snakemake.output.manifest).write_text(json.dumps(manifest, indent=2, default=str) + "\n")
-    if options["evict_weights"]:  # the disk of one checkpoint at a time, not of the series
-        evict_weights(manifest)
+    if options["evict_weights"]:  # the disk of a few checkpoints at a time, not of the series; what the cache held
+        receipt = snakemake.input.get("weights")  # before this run's download job stays (models.download)
+        evict_weights(manifest, keep=json.loads(Path(receipt).read_text())["cached_before"] if receipt else ())

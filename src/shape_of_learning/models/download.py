@@ -52,18 +52,20 @@ def hub_tokenizer(entry: dict) -> str | None:
 
 def download(lock: dict, entry: dict) -> dict:
     """Fetch what the extraction of `lock`'s checkpoint reads (module docstring) and return the receipt: {model,
-    checkpoint, location, commit_sha, files: {name: bytes}, verified: {weight file: digest}, tokenizer: {location,
-    commit_sha, files} or None}."""
+    checkpoint, location, commit_sha, files: {name: bytes}, verified: {weight file: digest}, cached_before: [the weight
+    files the cache held already, which eviction leaves], tokenizer: {location, commit_sha, files} or None}."""
     receipt = dict(model=lock["model"], checkpoint=lock["checkpoint"], location=lock["location"],
-                   commit_sha=lock["commit_sha"], files={}, verified={}, tokenizer=None)
+                   commit_sha=lock["commit_sha"], files={}, verified={}, cached_before=[], tokenizer=None)
     if lock["source"] == "hub":
         repo, commit = lock["location"], lock["commit_sha"]
+        snapshot = hf_cache.snapshot(repo, commit)
+        cached = sorted(name for name in lock["weights"] if snapshot and (snapshot / name).is_file())
         names = sorted({name for name in listing(repo, commit) if SUPPORT_FILE.fullmatch(name)} | set(lock["weights"]))
         paths = {name: fetch(repo, name, commit) for name in names}
         for name, recorded in lock["weights"].items():
             verify(paths[name], recorded, f"{repo}@{commit}: {name}")
         receipt |= {"files": {name: path.stat().st_size for name, path in paths.items()},
-                    "verified": dict(sorted(lock["weights"].items()))}
+                    "verified": dict(sorted(lock["weights"].items())), "cached_before": cached}
     if tokenizer := hub_tokenizer(entry):
         names = [name for name in listing(tokenizer, None) if SUPPORT_FILE.fullmatch(name)]
         paths = {name: fetch(tokenizer, name, None) for name in names}
