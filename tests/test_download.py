@@ -23,6 +23,8 @@ from shape_of_learning.models.pinning import pin
 from shape_of_learning.models.training import byte_tokenizer
 from shape_of_learning.rehearsal.local_hub import Fault, LocalHub, add_branch
 
+from hf_cache import fresh_client, point_at
+
 REPO = Path(__file__).resolve().parents[1]
 GUARD = Path(__file__).parent / "network_guard"  # a sitecustomize: loopback connections only, each one logged
 MIB = 2**20
@@ -43,18 +45,9 @@ def hub_folder(tmp_path) -> Path:
 @pytest.fixture
 def client(monkeypatch, tmp_path):
     """huggingface_hub with a cache of its own and no token, and retries without waiting."""
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
-    monkeypatch.delenv("HF_TOKEN", raising=False)
+    fresh_client(monkeypatch, tmp_path / "cache")
     monkeypatch.setattr(network, "sleep", lambda seconds: None)
     return tmp_path / "cache"
-
-
-def point_at(hub: LocalHub, monkeypatch) -> None:
-    """huggingface_hub in this process pointed at the local Hub, as HF_ENDPOINT does in a new process (its two
-    constants are read at import)."""
-    monkeypatch.setattr(constants, "ENDPOINT", hub.endpoint)
-    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", hub.endpoint + "/{repo_id}/resolve/{revision}/{filename}")
 
 
 def served(hub: LocalHub, name: str) -> list[tuple]:
@@ -64,7 +57,7 @@ def served(hub: LocalHub, name: str) -> list[tuple]:
 
 def test_a_download_cut_short_resumes_from_the_bytes_received_and_is_verified(hub_folder, client, monkeypatch):
     with LocalHub(hub_folder, faults=[Fault("*/model.safetensors", drop_after=15 * MIB)]) as hub:
-        point_at(hub, monkeypatch)
+        point_at(hub.endpoint, monkeypatch)
         lock = pin(Checkpoint("big", "main", "hub", "acme/big", "main", -1))
         receipt = download.download(lock, ENTRY)
     gets = [(byte_range, status) for method, byte_range, status in served(hub, "model.safetensors") if method == "GET"]
@@ -79,7 +72,7 @@ def test_a_download_cut_short_resumes_from_the_bytes_received_and_is_verified(hu
 
 def test_a_server_error_is_retried(hub_folder, client, monkeypatch):
     with LocalHub(hub_folder, faults=[Fault("*/resolve/*/model.safetensors", status=500)]) as hub:
-        point_at(hub, monkeypatch)
+        point_at(hub.endpoint, monkeypatch)
         lock = pin(Checkpoint("big", "main", "hub", "acme/big", "main", -1))
         download.download(lock, ENTRY)
     assert [status for method, _, status in served(hub, "model.safetensors") if method == "GET"] == [500, 200]
@@ -87,7 +80,7 @@ def test_a_server_error_is_retried(hub_folder, client, monkeypatch):
 
 def test_a_wrong_sha256_is_refused_and_nothing_of_it_stays_in_the_cache(hub_folder, client, monkeypatch):
     with LocalHub(hub_folder) as hub:
-        point_at(hub, monkeypatch)
+        point_at(hub.endpoint, monkeypatch)
         lock = pin(Checkpoint("big", "main", "hub", "acme/big", "main", -1))
         recorded = hashlib.sha256(b"the bytes pinned").hexdigest()
         with pytest.raises(download.DigestMismatchError) as refused:
@@ -103,7 +96,7 @@ def test_a_wrong_sha256_is_refused_and_nothing_of_it_stays_in_the_cache(hub_fold
 
 def test_a_gated_repository_without_a_token_says_how_to_get_access(hub_folder, client, monkeypatch):
     with LocalHub(hub_folder) as hub:
-        point_at(hub, monkeypatch)
+        point_at(hub.endpoint, monkeypatch)
         lock = pin(Checkpoint("gated", "main", "hub", "acme/gated", "main", -1))  # its listing is public
         with pytest.raises(PermissionError, match=r"acme/gated is gated: accept its conditions .* \(HF_TOKEN="):
             download.download(lock, ENTRY)
@@ -111,7 +104,7 @@ def test_a_gated_repository_without_a_token_says_how_to_get_access(hub_folder, c
 
 def test_offline_it_verifies_what_the_cache_holds(hub_folder, client, monkeypatch):
     with LocalHub(hub_folder) as hub:
-        point_at(hub, monkeypatch)
+        point_at(hub.endpoint, monkeypatch)
         lock = pin(Checkpoint("big", "main", "hub", "acme/big", "main", -1))
         download.download(lock, ENTRY)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
@@ -122,7 +115,7 @@ def test_offline_it_verifies_what_the_cache_holds(hub_folder, client, monkeypatc
 
 def test_weights_this_download_fetched_are_evicted_after_extraction(hub_folder, client, monkeypatch):
     with LocalHub(hub_folder) as hub:
-        point_at(hub, monkeypatch)
+        point_at(hub.endpoint, monkeypatch)
         lock = pin(Checkpoint("big", "main", "hub", "acme/big", "main", -1))
         receipt = download.download(lock, ENTRY)
     assert receipt["cached_before"] == []

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import huggingface_hub
 import pytest
-from huggingface_hub import constants
 from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RemoteEntryNotFoundError, RevisionNotFoundError
 
 from shape_of_learning.rehearsal.local_hub import Fault, LocalHub, add_branch, read_faults
+
+from hf_cache import fresh_client
 
 REPO = Path(__file__).resolve().parents[1]
 WEIGHTS = bytes(range(256)) * 400  # 102,400 bytes
@@ -34,10 +35,7 @@ def folder(tmp_path) -> Path:
 
 @pytest.fixture
 def offline_client(monkeypatch, tmp_path):
-    """huggingface_hub pointed at a cache of its own and no token, as a fresh machine."""
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
-    monkeypatch.delenv("HF_TOKEN", raising=False)
+    fresh_client(monkeypatch, tmp_path / "cache")
 
 
 def get(url: str, headers: dict | None = None, method: str = "GET"):
