@@ -215,8 +215,10 @@ def test_extraction_reads_what_the_download_jobs_fetched_and_opens_no_connection
 @pytest.mark.slow
 def test_the_network_guard_refuses_every_address_but_loopback(tmp_path):
     log = tmp_path / "connections.jsonl"
-    probe = ("import socket\ntry:\n    socket.create_connection(('93.184.216.34', 443), timeout=5)\nexcept OSError as e:"
-             "\n    print(e)\ntry:\n    socket.getaddrinfo('huggingface.co', 443)\nexcept OSError as e:\n    print(e)\n")
+    probe = ("import socket\n"
+             "for attempt in (lambda: socket.create_connection(('93.184.216.34', 443), timeout=5),\n"
+             "                lambda: socket.getaddrinfo('huggingface.co', 443)):\n"
+             "    try:\n        attempt()\n    except OSError as error:\n        print(error)\n")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                             env={**os.environ, "PYTHONPATH": str(GUARD), "NETWORK_GUARD_LOG": str(log)})
     assert result.stdout.count("network guard: no") == 2, result.stdout + result.stderr

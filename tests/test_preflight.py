@@ -159,9 +159,9 @@ def test_without_the_imagenet_archive_a_dry_run_says_so_once_and_a_real_run_refu
     assert real.returncode != 0 and f"image_corpus.local_path: {IMAGENET} does not exist" in real.stderr
     assert not (tmp_path / "results").exists() and not (tmp_path / "logs").exists()  # the marker neither
     # a target that needs no image starts (its first job, enwik8's download, then meets no network)
-    figure3 = snakemake(tmp_path, "figure3", "--cores", "1", "--until", "obtain_corpus",
-                        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(GUARD), os.environ.get("PYTHONPATH", "")]),
-                             "NETWORK_GUARD_LOG": str(tmp_path / "connections.jsonl")})
+    guarded = {**os.environ, "PYTHONPATH": os.pathsep.join([str(GUARD), os.environ.get("PYTHONPATH", "")]),
+               "NETWORK_GUARD_LOG": str(tmp_path / "connections.jsonl")}
+    figure3 = snakemake(tmp_path, "figure3", "--cores", "1", "--until", "obtain_corpus", env=guarded)
     assert (tmp_path / "results/.written-by.json").is_file() and (tmp_path / "logs/obtain_corpus.log").is_file()
     assert "the run leaves out by_modality, tables" in figure3.stderr  # said, not refused
 
