@@ -1,4 +1,6 @@
-"""A Hugging Face cache laid out as huggingface_hub writes it, for tests that must run with the Hub out of reach."""
+"""A Hugging Face cache laid out as huggingface_hub writes it, for tests that must run with the Hub out of reach; and
+huggingface_hub in the test's process pointed at a cache of its own and at a local Hub
+(shape_of_learning.rehearsal.local_hub)."""
 
 import hashlib
 import os
@@ -19,3 +21,21 @@ def add_revision(cache: Path, repo: str, revision: str, files: dict[str, bytes])
     (repo_dir / "refs").mkdir(parents=True, exist_ok=True)
     (repo_dir / "refs" / revision).write_text(commit)
     return commit
+
+
+def fresh_client(monkeypatch, cache: Path) -> None:
+    """huggingface_hub with `cache` for its cache and no token, as on a fresh machine."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(cache.parent / "no-token"))
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+
+
+def point_at(endpoint: str, monkeypatch) -> None:
+    """huggingface_hub pointed at another Hub, as HF_ENDPOINT does in a new process (two constants read at import)."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "ENDPOINT", endpoint)
+    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", endpoint + "/{repo_id}/resolve/{revision}/{filename}")
+

@@ -97,13 +97,18 @@ def test_peak_disk_by_eviction_and_kept_shards(run):
     found = volumes(config())
     shards = 128 * 3 * 8 * 2, 128 * 5 * 12 * 2  # one checkpoint of each model
     assert peak(found, evict_weights=False, keep_embeddings=True) == Bytes(1200 + 3 * shards[0] + shards[1], 1)
-    assert peak(found, evict_weights=True, keep_embeddings=True) == Bytes(700 + 3 * shards[0] + shards[1], 1)
+    # evicted: a lane of downloads holds two checkpoints at most, one extracting and the next downloading
+    assert peak(found, evict_weights=True, keep_embeddings=True) == Bytes(1200 + 3 * shards[0] + shards[1], 1)
     assert peak(found, evict_weights=False, keep_embeddings=False) == Bytes(1200 + max(shards), 1)
-    assert peak(found, evict_weights=True, keep_embeddings=False) == Bytes(700 + max(shards), 1)
-    text = summary(found, config(evict_weights=True)["extraction"])
+    assert peak(found, evict_weights=True, keep_embeddings=False) == Bytes(1200 + max(shards), 1)
+    experiment = plan(config(evict_weights=True))
+    lanes = [[ckpt] for ckpt in experiment.download_lanes()[0]]  # were each checkpoint a lane of its own
+    assert peak(found, evict_weights=True, keep_embeddings=False, lanes=lanes) == Bytes(1200 + max(shards), 1)
+    assert peak(found, True, False, lanes=[lanes[0]]) == Bytes(700 + max(shards), 0)  # only step1's lane
+    text = summary(found, config(evict_weights=True)["extraction"], experiment.download_lanes())
     assert "download: ≥ 1.2 kB (1 checkpoints unpinned, not in the HF cache nor the model table; add --hub" in text
-    assert f"peak disk, evict_weights: true: ≥ {disk.human(700 + max(shards))} (this config) with keep_embeddings: " \
-           "false" in text
+    peak_line = f"peak disk, evict_weights: true: ≥ {disk.human(1200 + max(shards))} (this config)"
+    assert f"{peak_line} with keep_embeddings: false" in text
     assert len(text.splitlines()) == 5
 
 

@@ -84,6 +84,8 @@ def expected_jobs(config: dict) -> dict[str, int]:
     measured = checkpoints | {name: checkpoints[name] + 1 for name in baselines}
     jobs = {"pin_checkpoint": sum(checkpoints.values()), "pin_random_init": len(baselines),
             "extract_hidden_states": sum(measured.values()),
+            # what a Hub checkpoint's extraction reads, a baseline's config and tokenizer too, fetched before it
+            "download_weights": sum(count for name, count in measured.items() if "hub_id" in models[name]),
             "measure_layers": sum(count * (1 if per_job == "checkpoint" else math.ceil((models[name]["layers"] + 1)
                                                                                       / per_job))
                                   for name, count in measured.items()),
@@ -153,11 +155,11 @@ def test_adding_a_model_entry_adds_exactly_its_jobs(tmp_path):
     after = planned_jobs(tmp_path, write_config(config, tmp_path / "after.yaml"))
     checkpoints = len([0, 1, 2, 4, 50000, 100000, 143000])
     added = {rule: after[rule] - before.get(rule, 0) for rule in after}
-    assert added["pin_checkpoint"] == added["extract_hidden_states"] == checkpoints
+    assert added["pin_checkpoint"] == added["download_weights"] == added["extract_hidden_states"] == checkpoints
     assert added["measure_layers"] == checkpoints  # layers 0-6 in one job (the demo's layers_per_job: checkpoint)
     assert added["all"] + added["tabulate_metrics"] == 0
     assert added["assess_checkpoints"] == added["tabulate_model_metrics"] == 1
-    assert sum(added.values()) == added["pin_checkpoint"] * 2 + added["measure_layers"] + 2
+    assert sum(added.values()) == added["pin_checkpoint"] * 3 + added["measure_layers"] + 2
 
 
 def test_paper_config_plans_every_figure_offline(tmp_path):
@@ -373,7 +375,8 @@ def test_one_paper_figure_plans_only_its_own_models_jobs(tmp_path):
     assert models == {"pythia-2.8b"}
     checkpoints = len(plan(load_config(REPO / "config.yaml")).checkpoints["pythia-2.8b"])
     assert jobs == {"obtain_corpus": 1, "clean_corpus": 1, "sample_windows": 1, "pin_checkpoint": checkpoints,
-                    "extract_hidden_states": checkpoints, "measure_layers": checkpoints,  # one a checkpoint
+                    "download_weights": checkpoints, "extract_hidden_states": checkpoints,
+                    "measure_layers": checkpoints,  # one a checkpoint
                     "assess_checkpoints": 1, "tabulate_model_metrics": 1, "plot_figure": 1}
     assert models_of("figure3")[0] == models
     godey, _ = models_of("godey")

@@ -7,7 +7,8 @@
     python -m shape_of_learning refs --repo EleutherAI/pythia-1b
     python -m shape_of_learning path REPORT presets/demo.yaml [presets/ci.yaml]
 
-verify: is a finished run complete (every output, every row of the tables, all finite)? It prints the claims
+verify: is a finished run complete (every output, every row of the tables, all finite)? A results folder another
+config wrote is refused, as a run refuses it (shape_of_learning.experiment.results_root). It prints the claims
 scorecard too, judged on the tables the run has (a partial run's too); its exit status says whether the run is
 complete and no check raised, never whether a claim holds. disk: the download and disk volume a config needs, per model
 (shape_of_learning.experiment.disk). cost: its download, device time by term, device-hours and wall time on N
@@ -41,8 +42,15 @@ def verify(args) -> int:
     whether the run is complete: the exit status says that and whether a claim's check raised (a defect), never
     whether a claim holds."""
     config = _load(*args.configfiles)
+    from shape_of_learning import paths
     from shape_of_learning.experiment.verify import problems, scorecard_lines
 
+    name = results_root.config_name(args.configfiles, REPO_CONFIG.parent)
+    if written := results_root.foreign(args.directory / paths.WRITTEN_BY, name):  # as a run refuses it
+        print(f"{args.directory / paths.RESULTS}/ holds the results of {written['config']}, not of {name}: verify "
+              f"it with `python -m shape_of_learning verify {written['config']}` (and its overlays), or give "
+              f"--directory the working directory of {name}'s run", file=sys.stderr)
+        return 1
     found = problems(config, args.directory)
     for problem in found:
         print(problem, file=sys.stderr)
@@ -69,11 +77,11 @@ def _volumes(args):
 
 
 def volume(args) -> int:
-    config, _, found = _volumes(args)
+    config, experiment, found = _volumes(args)
     from shape_of_learning.experiment import disk
 
     print(disk.table(found))
-    print(disk.summary(found, config["extraction"]))
+    print(disk.summary(found, config["extraction"], experiment.download_lanes()))
     return 0
 
 

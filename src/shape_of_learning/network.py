@@ -14,11 +14,13 @@ otherwise pay without calling the Hub: a SLURM job's two among them (docs/cluste
 
 import http.client
 import logging
+import os
 import urllib.error
 from collections.abc import Callable
 from time import sleep
 from typing import TypeVar
 
+from huggingface_hub import constants
 from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 from huggingface_hub.utils import httpx  # the HTTP client huggingface_hub raises the errors of
 
@@ -81,3 +83,12 @@ def _http_status(error: BaseException) -> int | None:
     if isinstance(error, (HfHubHTTPError, httpx.HTTPStatusError)):
         return error.response.status_code
     return None
+
+
+def go_offline() -> None:
+    """Read the Hugging Face cache only, from now on, in this process and its children: huggingface_hub, and
+    transformers through it, refuse every HTTP request (`OfflineModeIsEnabled`), as under HF_HUB_OFFLINE=1. The
+    library reads the variable once, at import, and its `constants.is_offline_mode()` at each request: both are
+    set."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    constants.HF_HUB_OFFLINE = True

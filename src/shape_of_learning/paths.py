@@ -56,7 +56,7 @@ def media(corpus: str = "{corpus}", modality: str = "{modality}") -> str:
     return f"{corpus_dir(corpus)}/{modality}.parquet"
 
 
-# Models: the demo's own training runs, the fine-tuned encoders, and the pin of every checkpoint.
+# Models: the demo's own training runs, the fine-tuned encoders, the pin of every checkpoint and its download.
 def trained_model(model: str = "{model}") -> str:
     return f"{RESULTS}/models/{model}"
 
@@ -75,6 +75,12 @@ def lock_dir(model: str = "{model}") -> str:
 
 def lock(model: str = "{model}", checkpoint: str = "{checkpoint}") -> str:
     return f"{lock_dir(model)}/{checkpoint}.json"
+
+
+def weights_receipt(model: str = "{model}", checkpoint: str = "{checkpoint}") -> str:
+    """What a checkpoint's download job put into the Hugging Face cache for its extraction: temporary, gone once the
+    extraction is done."""
+    return f"{RESULTS}/weights/{model}/{checkpoint}.json"
 
 
 # Extraction: one shard per layer (temporary unless extraction.keep_embeddings) and the job's manifest.

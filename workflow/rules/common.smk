@@ -16,9 +16,10 @@ results_root.export(config)  # before the imports below: shape_of_learning.paths
 
 from shape_of_learning import paths
 from shape_of_learning.corpus import MODALITIES
-from shape_of_learning.experiment import cost
+from shape_of_learning.experiment import cost, preflight
 from shape_of_learning.experiment.dag import SERIES, parse_reference, plan
 from shape_of_learning.experiment.outcome import drop_unavailable, missing
+from shape_of_learning.models import download
 from shape_of_learning.models.checkpoints import RANDOM_INIT
 from shape_of_learning.models.revisions import revision_problems
 
@@ -28,33 +29,45 @@ if workflow.is_main_process:  # where Snakemake plans, not in each job's process
 EXPERIMENT = plan(config)
 config["models"] = EXPERIMENT.models  # the planned registry, one model per fine-tuning seed: what every script reads
 RUN_STARTED = time.time()  # the failed jobs this run ends by naming are those whose logs it wrote
-# Preflight, without network: does each configured checkpoint exist? (Where Snakemake plans, not in jobs.)
+DRY_RUN = workflow.output_settings.dryrun  # while parsing, Snakemake tells a dry run by its output settings only
+# Preflight, without network, where Snakemake plans (not in jobs): does each configured checkpoint exist, does each
+# model have the layers its config.json gives, is every local data path there (experiment.preflight)?
 PREFLIGHT = revision_problems(EXPERIMENT.checkpoints, EXPERIMENT.models) if workflow.is_main_process else {}
+if workflow.is_main_process:
+    if wrong_layers := preflight.layer_problems(EXPERIMENT):
+        raise ValueError("\n".join(wrong_layers))
+    for data in preflight.missing_data(config, EXPERIMENT):  # a dry run plans the whole run and says what is missing
+        if DRY_RUN:
+            print(f"{data.line}. A real run stops here unless --keep-going leaves out what needs it", file=sys.stderr)
+        else:
+            PREFLIGHT |= {model: FileNotFoundError(data.line) for model in data.models if model not in PREFLIGHT}
 drop_unavailable(EXPERIMENT, PREFLIGHT)  # the targets leave out what needs them: made with --keep-going
 
 
 def targets(name=None):
-    """The input function of `all` (every target) and of each named target, giving its outputs, the preflight's first
-    problem raised instead, before any job, unless the run goes on with --keep-going. Snakemake tells keep-going only
-    once it executes, not while it parses; where it does not execute (--report), the outputs that exist: a report of a
-    partial run holds the figures it made."""
+    """The input function of `all` (every target) and of each named target, giving its outputs, the preflight's
+    problem with a model it needs raised instead, before any job (and before the results root is claimed), unless the
+    run goes on with --keep-going. Snakemake tells keep-going only once it executes, not while it parses; where it
+    does not execute (--report), the outputs that exist: a report of a partial run holds the figures it made."""
 
     def inputs(wildcards):
         executing = workflow.execution_settings
         outputs = EXPERIMENT.targets() if name is None else EXPERIMENT.named_targets()[name]
         if executing is None:
             return [path for path in outputs if Path(path).exists()]
-        if PREFLIGHT and not executing.keep_going:
-            raise next(iter(PREFLIGHT.values()))
+        blocked = [model for deliverable in EXPERIMENT.deliverables() if name in (None, deliverable.target)
+                   for model in EXPERIMENT.blocked_by(deliverable)]
+        if blocked and not executing.keep_going:
+            raise PREFLIGHT[blocked[0]]
         return outputs
 
     return inputs
-if workflow.output_settings.dryrun:  # while parsing, Snakemake tells a dry run by its output settings only
+if DRY_RUN:
     from shape_of_learning.experiment import disk
 
     volumes = disk.volumes(EXPERIMENT.checkpoints, EXPERIMENT.models, EXPERIMENT.tokens_per_layer,
                            config["extraction"]["store_dtype"])
-    print(disk.summary(volumes, config["extraction"]), file=sys.stderr)
+    print(disk.summary(volumes, config["extraction"], EXPERIMENT.download_lanes()), file=sys.stderr)
     estimate = cost.estimate(EXPERIMENT, volumes, config)
     print(cost.table(estimate), cost.summary(estimate, config), sep="\n", file=sys.stderr)
 
@@ -112,6 +125,25 @@ def shards_output():
     if config["extraction"]["keep_embeddings"]:
         return directory(SHARDS)
     return temp(directory(SHARDS), group_jobs=SCRATCH is not None)
+
+
+def downloaded_weights(wildcards):
+    """A checkpoint's download receipt, where a download job fetches what its extraction reads (models.download)."""
+    ckpt = EXPERIMENT.checkpoint(wildcards.model, wildcards.checkpoint)
+    return paths.weights_receipt() if download.needed(ckpt, model_entry(wildcards)) else []
+
+
+# With extraction.evict_weights, a lane of downloads (Experiment.download_lanes) holds the weights of two checkpoints
+# at most: one extracting, the next downloading. Only checkpoints still to extract wait, and ancient(): a finished
+# extraction never reruns for another's.
+GATES = (EXPERIMENT.download_gates(lambda ckpt: not Path(paths.manifest(ckpt.model, ckpt.name)).exists())
+         if config["extraction"]["evict_weights"] and workflow.is_main_process else {})
+
+
+def download_gate(wildcards):
+    """The manifest of the extraction a checkpoint's download waits for, if any."""
+    gate = GATES.get((wildcards.model, wildcards.checkpoint))
+    return ancient(paths.manifest(gate.model, gate.name)) if gate else []
 
 
 def finetuning_data(wildcards):

@@ -5,6 +5,7 @@ rule extract_hidden_states:
     input:
         corpus=model_corpus,
         pin=paths.lock(),
+        weights=downloaded_weights,  # read offline: the job opens no connection
         trained=trained_model_dir,
     output:
         shards=shards_output(),

@@ -1,4 +1,5 @@
-# Models: train the demo's own small models, and pin every checkpoint to a commit sha and weight hashes.
+# Models: train the demo's own small models, pin every checkpoint to a commit sha and weight hashes, and download
+# what each extraction reads into the Hugging Face cache.
 
 
 rule train_model:
@@ -40,6 +41,26 @@ rule pin_checkpoint:
         ENV
     script:
         "../scripts/pin_checkpoint.py"
+
+
+# Runs where the Hub is reachable (the submit host on a cluster) while the GPU jobs run: everything a checkpoint's
+# extraction reads, its weights verified against its lock, into the HF cache that extraction then reads offline
+# (models.download). With extraction.evict_weights it waits for an extraction of its lane (`download_gate`).
+rule download_weights:
+    input:
+        pin=paths.lock(),
+        after=download_gate,
+    output:
+        temp(paths.weights_receipt()),
+    localrule: True
+    log:
+        paths.log("download_weights", "{model}/{checkpoint}"),
+    benchmark:
+        paths.benchmark("download_weights", "{model}/{checkpoint}")
+    conda:
+        ENV
+    script:
+        "../scripts/download_weights.py"
 
 
 # A random-init baseline (EXPERIMENT.baselines; the checkpoint name is reserved for it): the commit of its model's

@@ -2,6 +2,7 @@ import json
 import logging
 from pathlib import Path
 
+from shape_of_learning import network
 from shape_of_learning.corpus import read_windows
 from shape_of_learning.corpus.media import read_media
 from shape_of_learning.extraction.hidden_states import extract
@@ -10,6 +11,7 @@ from shape_of_learning.models.hf_cache import evict_weights
 from shape_of_learning.models.pinning import read_lock
 
 with job_logging(snakemake):
+    network.go_offline()  # the download job put every file it reads into the HF cache (models.download)
     entry = snakemake.config["models"][snakemake.wildcards.model]
     options = snakemake.config["extraction"]
     corpus = Path(snakemake.input.corpus)
@@ -31,5 +33,6 @@ with job_logging(snakemake):
         positions_per_image=options["positions_per_image"],
     )
     Path(snakemake.output.manifest).write_text(json.dumps(manifest, indent=2, default=str) + "\n")
-    if options["evict_weights"]:  # the disk of one checkpoint at a time, not of the series
-        evict_weights(manifest)
+    if options["evict_weights"]:  # the disk of a few checkpoints at a time, not of the series; what the cache held
+        receipt = snakemake.input.get("weights")  # before this run's download job stays (models.download)
+        evict_weights(manifest, keep=json.loads(Path(receipt).read_text())["cached_before"] if receipt else ())

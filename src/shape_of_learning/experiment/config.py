@@ -47,6 +47,8 @@ def schemas() -> dict[str, dict]:
     config["$defs"]["metric"]["enum"] = list(METRICS)
     config["properties"]["metrics"]["properties"]["names"]["default"] = list(METRICS)
     model["properties"]["modality"]["enum"] = list(MODALITIES)
+    config["properties"]["modalities"]["items"]["enum"] = list(MODALITIES)
+    config["properties"]["modalities"]["default"] = list(MODALITIES)
     config["properties"]["cost"]["properties"]["calibration"]["enum"] = list(CALIBRATIONS)
     return {CONFIG_SCHEMA: config, MODEL_SCHEMA: model}
 
@@ -54,16 +56,19 @@ def schemas() -> dict[str, dict]:
 def validate_config(config: dict) -> dict:
     """Validate against workflow/schemas/ and fill in defaults, model entries included, before any job is planned.
 
-    Snakemake fills defaults of `properties` only, not of each entry under `models:` (`additionalProperties`), so
-    every model entry is validated against its own schema as well. An invalid config raises ConfigError, naming the
-    key, the problem and the allowed values.
+    Snakemake fills defaults of `properties` only, not of each entry under `models:` (`additionalProperties`), nor
+    through a `$ref` to another file, so the model entries are validated once more, against a schema that holds the
+    model schema once per entry, as a property (one validation, not one per entry: each cost a dry run 10-20 ms). An
+    invalid config raises ConfigError, naming the key, the problem and the allowed values.
     """
     _check_renamed_keys(config)
+    model = {key: value for key, value in schemas()[MODEL_SCHEMA].items() if key not in ("$schema", "$defs")}
+    entries = {"$schema": schemas()[MODEL_SCHEMA]["$schema"], "$defs": schemas()[MODEL_SCHEMA]["$defs"],
+               "type": "object", "properties": dict.fromkeys(config.get("models", {}), model)}
     with tempfile.TemporaryDirectory() as folder:  # snakemake.utils.validate reads a schema from a file
-        files = _write(schemas(), Path(folder))
+        files = _write(schemas() | {"models.schema.yaml": entries}, Path(folder))
         _validate(config, files[CONFIG_SCHEMA], "config")
-        for name, entry in config["models"].items():
-            _validate(entry, files[MODEL_SCHEMA], f"models.{name}")
+        _validate(config["models"], files["models.schema.yaml"], "models")
     _check_metric_settings(config["metrics"])
     _check_results(config.get(results_root.KEY))
     shards_scratch(config)

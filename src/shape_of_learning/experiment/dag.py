@@ -23,6 +23,8 @@ RAJAEE_PILEHVAR_TABLES = paths.RAJAEE_PILEHVAR_TABLES
 RAJAEE_PILEHVAR_REPORT = paths.table("rajaee_pilehvar_tables.html")
 RAJAEE_PILEHVAR_FIGURES = {number: [paths.figure(f"rajaee_pilehvar_figure{number}", ext) for ext in
                                     paths.FIGURE_FORMATS] for number in (1, 2)}
+# A lane of downloads (`Experiment.download_lanes`) fetches this many checkpoints ahead of the one it extracts
+DOWNLOADS_AHEAD = 1
 GLOBAL_TABLES = [paths.METRICS_TABLE, paths.SUMMARY, paths.SUMMARY_CSV, paths.CHECKPOINTS_TABLE]
 CLAIMS_OUTPUTS = (paths.CLAIMS_TABLE, paths.CLAIMS_REPORT)
 
@@ -206,6 +208,29 @@ class Experiment:
         return list(dict.fromkeys(path for group in self.claims for models, path in group.files.values()
                                   if not any(model in self.unavailable for model in models)))
 
+    def download_lanes(self) -> list[list[Checkpoint]]:
+        """The checkpoints whose weights a download job fetches, in lanes: the models that the same deliverables need
+        (the partial claims scorecard aside) share one, in plan order, each series in order. Any target that needs a
+        checkpoint of a lane needs them all, and a failure in a lane blocks only deliverables it blocks anyway."""
+        deliverables = [d for d in self.deliverables() if not d.partial]
+        needed_by = {model: frozenset(d.name for d in deliverables if model in d.models) for model in self.checkpoints}
+        lanes = {}
+        for model, found in self.checkpoints.items():
+            lanes.setdefault(needed_by[model], []).extend(ckpt for ckpt in found if ckpt.source == "hub")
+        return [lane for lane in lanes.values() if lane]
+
+    def download_gates(self, pending) -> dict[tuple[str, str], Checkpoint]:
+        """(model, checkpoint) -> the checkpoint whose extraction its download waits for: in its lane, among the
+        checkpoints still to extract (`pending(checkpoint)`), the one DOWNLOADS_AHEAD + 1 places before it. A lane
+        then holds the weights of DOWNLOADS_AHEAD + 1 checkpoints at most, evicted as each extraction ends: one
+        extracting and the next downloading, the GPU never waiting for the network within a lane."""
+        gates = {}
+        for lane in self.download_lanes():
+            waiting = [ckpt for ckpt in lane if pending(ckpt)]
+            gates |= {(ckpt.model, ckpt.name): waiting[index - DOWNLOADS_AHEAD - 1]
+                      for index, ckpt in enumerate(waiting) if index > DOWNLOADS_AHEAD}
+        return gates
+
     def targets(self) -> list[str]:
         """Every final output that can be made: the outputs of every deliverable not blocked by a model that cannot
         be had (`snakemake`'s default target, rule `all`)."""
@@ -229,7 +254,9 @@ def layers_in_group(group: str) -> range:
 
 def plan(config: dict) -> Experiment:
     """Expand a validated config into checkpoints, figures and analyses. The registry it plans (`Experiment.models`)
-    is the config's with each `finetune:` entry replaced by one model per seed (`seed_models`)."""
+    is the config's with each `finetune:` entry replaced by one model per seed (`seed_models`), less the models of
+    the modalities `modalities` leaves out (`leave_out_modalities`)."""
+    config = leave_out_modalities(config)
     pairs = plan_pairs(config)
     models = seed_models(config)
     for name, entry in models.items():
@@ -261,6 +288,27 @@ def plan(config: dict) -> Experiment:
     if "claims" in config:
         experiment.claims = plan_claims(experiment, config)
     return experiment
+
+
+def leave_out_modalities(config: dict) -> dict:
+    """The config without the models that read a modality `modalities` leaves out: gone from `models:` and from every
+    figure, and a figure left without models gone too."""
+    left_out = {name for name, entry in config["models"].items() if entry["modality"] not in config["modalities"]}
+    if not left_out:
+        return config
+    figures = {}
+    for kind, entry in config["figures"].items():
+        if kind not in FIGURE_KINDS:
+            figures[kind] = entry
+            continue
+        kept = [{**item, "models": [model for model in item["models"] if model not in left_out]}
+                if "models" in item else item
+                for item in (entry if isinstance(entry, list) else [entry]) if item.get("model") not in left_out]
+        kept = [item for item in kept if item.get("models", True)]
+        if kept:
+            figures[kind] = kept if isinstance(entry, list) else kept[0]
+    models = {name: entry for name, entry in config["models"].items() if name not in left_out}
+    return {**config, "models": models, "figures": figures}
 
 
 def seed_models(config: dict) -> dict[str, dict]:

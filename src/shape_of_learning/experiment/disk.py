@@ -15,10 +15,10 @@ none of these counts as unknown and totals are lower bounds ("≥"). One checkpo
 bytes of vectors (Parquet adds up to 12 bytes per token of index columns, compressed), the hidden size read from
 the model's config.json where a local copy exists (`hidden_size`, `d_model` or `n_embd`), else the model table's
 (for CNNs, whose stages differ in width, the mean width of the states extracted); unknown otherwise. Peak disk:
-weights of every checkpoint, or of one at a time with `extraction.evict_weights`; shards of every checkpoint with
-`extraction.keep_embeddings`, else (temp()) of one checkpoint per extraction ahead of its metrics jobs, at least
-one. The corpus and the results themselves are small
-next to these and are not counted.
+weights of every checkpoint, or with `extraction.evict_weights` of two at a time in each lane of downloads (one
+extracting, the next downloading: `dag.Experiment.download_gates`), every lane's at once at worst; shards of every
+checkpoint with `extraction.keep_embeddings`, else (temp()) of one checkpoint per extraction ahead of its metrics
+jobs, at least one. The corpus and the results themselves are small next to these and are not counted.
 """
 
 import json
@@ -30,6 +30,7 @@ import huggingface_hub  # HfApi, hf_hub_download looked up when called: shape_of
 
 from shape_of_learning import network, paths
 from shape_of_learning.experiment import model_sizes
+from shape_of_learning.experiment.dag import DOWNLOADS_AHEAD
 from shape_of_learning.experiment.model_sizes import ModelSize
 from shape_of_learning.models import hf_cache, pinning
 from shape_of_learning.models.checkpoints import Checkpoint
@@ -70,6 +71,7 @@ class ModelVolume:
     cached: list[bool] = field(default_factory=list)  # whether its weight files are all in the HF cache already
     size: ModelSize | None = None  # parameters: the model table's, or a local directory's (`model_sizes`)
     tabled: int = 0  # checkpoints whose download is the model table's
+    checkpoints: list[str] = field(default_factory=list)  # their names, in the order of `downloads`
 
     @property
     def download(self) -> Bytes:
@@ -116,7 +118,7 @@ def volumes(checkpoints: dict[str, list[Checkpoint]], models: dict[str, dict], t
         cached = [sizes is not None for sizes in in_cache]
         shard = shard_bytes(tokens, entry["layers"], hidden, store_dtype) if hidden else None
         found.append(ModelVolume(model, downloads, hidden, shard, weights=weights, cached=cached, size=size,
-                                 tabled=tabled))
+                                 tabled=tabled, checkpoints=[ckpt.name for ckpt in ckpts]))
     return found
 
 
@@ -202,9 +204,9 @@ def _file_sizes(snapshot: Path, names) -> dict[str, int] | None:
     return {str(p): p.stat().st_size for p in paths} if all(p.is_file() for p in paths) else None
 
 
-def summary(found: list[ModelVolume], extraction: dict) -> str:
+def summary(found: list[ModelVolume], extraction: dict, lanes: list[list[Checkpoint]] | None = None) -> str:
     """A few lines for the dry run: total download, shards, and the peak disk of each evict_weights/keep_embeddings
-    setting, the config's (its `extraction` section) marked."""
+    setting, the config's (its `extraction` section) marked; `lanes` as `peak` takes them."""
     download = sum((v.download for v in found), Bytes())
     shards = sum((v.shards for v in found), Bytes())
     no_width = [v.model for v in found if v.hidden_size is None]
@@ -222,21 +224,29 @@ def summary(found: list[ModelVolume], extraction: dict) -> str:
     lines.append(f"  hidden-state shards ({extraction['store_dtype']}): {shards}{' in all' if shards.known else ''}"
                  + (f" (hidden size unknown for {len(no_width)} of {len(found)} models: no local config.json, no row "
                     "in the model table)" if no_width else ""))
-    if not any(peak(found, evict, keep).known for evict in (False, True) for keep in (False, True)):
+    if not any(peak(found, evict, keep, lanes).known for evict in (False, True) for keep in (False, True)):
         return "\n".join([*lines, "  peak disk: unknown until the sizes above are"])
     for evict in (False, True):
-        settings = [f"{peak(found, evict, keep)}{' (this config)' if (evict, keep) == current else ''} with "
+        settings = [f"{peak(found, evict, keep, lanes)}{' (this config)' if (evict, keep) == current else ''} with "
                     f"keep_embeddings: {str(keep).lower()}" for keep in (False, True)]
         lines.append(f"  peak disk, evict_weights: {str(evict).lower()}: {'; '.join(settings)}")
     return "\n".join(lines)
 
 
-def peak(found: list[ModelVolume], evict_weights: bool, keep_embeddings: bool) -> Bytes:
-    """Weights of every checkpoint (or of the largest, evicted after its extraction) plus shards of every checkpoint
-    (or of the largest, temp() shards leaving once their metrics are done): one extraction in flight at a time."""
+def peak(found: list[ModelVolume], evict_weights: bool, keep_embeddings: bool,
+         lanes: list[list[Checkpoint]] | None = None) -> Bytes:
+    """Weights of every checkpoint, or (evicted after their extraction) of the DOWNLOADS_AHEAD + 1 largest of each lane
+    of downloads (`lanes`: `Experiment.download_lanes`; one lane of every checkpoint where not given), plus shards of
+    every checkpoint (or of the largest, temp() shards leaving once their metrics are done): one extraction in
+    flight at a time."""
     downloads = [size for v in found for size in v.downloads]
-    weights = (Bytes(max(filter(None, downloads), default=0), downloads.count(None)) if evict_weights
-               else sum(map(as_bytes, downloads), Bytes()))
+    if evict_weights:
+        sizes = {(v.model, name): size for v in found for name, size in zip(v.checkpoints, v.downloads)}
+        groups = [[sizes[ckpt.model, ckpt.name] for ckpt in lane] for lane in lanes] if lanes else [downloads]
+        weights = sum((Bytes(sum(sorted(filter(None, group))[-DOWNLOADS_AHEAD - 1:]), group.count(None))
+                       for group in groups), Bytes())
+    else:
+        weights = sum(map(as_bytes, downloads), Bytes())
     shards = (sum((v.shards for v in found), Bytes()) if keep_embeddings else
               Bytes(max((v.shard_bytes or 0 for v in found), default=0), sum(not v.shard_bytes for v in found)))
     return weights + shards

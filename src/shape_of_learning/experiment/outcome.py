@@ -15,11 +15,15 @@ from shape_of_learning.logs import failure_message
 
 def drop_unavailable(experiment: Experiment, problems: dict[str, Exception]) -> None:
     """Record models that cannot be had (`Experiment.unavailable`), so that the targets leave out what needs them,
-    and say which, one line per model."""
+    and say which, one line per reason."""
     experiment.unavailable = {model: str(error) for model, error in problems.items()}
+    by_reason = {}
     for model, reason in experiment.unavailable.items():
-        dropped = [d.name for d in experiment.deliverables() if model in experiment.blocked_by(d)]
-        print(f"model {model!r} cannot be had: {reason}; with --keep-going, the run leaves out {', '.join(dropped)}",
+        by_reason.setdefault(reason, []).append(model)
+    for reason, models in by_reason.items():  # one line per reason: a missing corpus blocks every model of its kind
+        dropped = [d.name for d in experiment.deliverables() if set(models) & set(experiment.blocked_by(d))]
+        named = f"model {models[0]!r}" if len(models) == 1 else f"models {', '.join(map(repr, models))}"
+        print(f"{named} cannot be had: {reason}; with --keep-going, the run leaves out {', '.join(dropped)}",
               file=sys.stderr)
 
 

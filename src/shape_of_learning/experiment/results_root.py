@@ -56,15 +56,22 @@ def config_name(configfiles: list, workflow_dir: Path) -> str:
     return str(base.relative_to(workflow_dir) if base.is_relative_to(workflow_dir) else base)
 
 
+def foreign(marker: Path, name: str) -> dict | None:
+    """The record of a root that another config than `name` wrote ({config, since}); None for `name`'s root or a
+    root without a record."""
+    marker = Path(marker)
+    if not marker.exists():
+        return None
+    written = _read(marker, name)
+    return written if written["config"] != name else None
+
+
 def check(marker: Path, name: str) -> None:
     """Refuse a root holding a retired output (`refuse_retired`) or whose record names another config than `name`;
     a root without a record passes the second."""
     marker = Path(marker)
     refuse_retired(marker.parent)
-    if not marker.exists():
-        return
-    written = _read(marker, name)
-    if written["config"] != name:
+    if written := foreign(marker, name):
         root, since = marker.parent, written.get("since", "a time not recorded")
         own = f"{root}-{Path(name).stem}"
         raise ForeignRootError(

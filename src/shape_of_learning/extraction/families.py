@@ -7,8 +7,6 @@ table is measured all the same and recorded as unknown (`last_layer_after_final_
 
 import math
 
-from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM
-
 NEXT_TOKEN, MASKED_LM = "next-token", "masked-lm"  # the two losses a checkpoint can report (extraction.loss)
 
 T5_FAMILIES = ("t5", "mt5", "umt5")
@@ -27,6 +25,8 @@ def model_class(config, kind: str, modality: str, head: bool = True) -> tuple[ty
     WhisperForAudioClassification is Whisper's encoder under a (unused, randomly initialised) head: it loads the
     encoder weights of any Whisper checkpoint and returns the encoder's hidden states.
     """
+    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM  # here: the dry run reads `depth`
+
     if config.model_type in T5_FAMILIES:
         from transformers import T5EncoderModel
         return T5EncoderModel, None, "measured encoder-only: the encoder has no language-model head"

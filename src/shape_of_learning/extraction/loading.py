@@ -1,6 +1,7 @@
 """Loading a pinned checkpoint for extraction: its dtype and device, its weights in the pinned format only, and its
-placement when it does not fit on the GPU. A download from the Hub that fails transiently is retried
-(`shape_of_learning.network.retry`).
+placement when it does not fit on the GPU. In the workflow it reads the Hugging Face cache only, offline, where the
+checkpoint's download job put its files (`shape_of_learning.models.download`); called elsewhere, a download from the
+Hub that fails transiently is retried (`shape_of_learning.network.retry`).
 """
 
 import logging

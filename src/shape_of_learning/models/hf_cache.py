@@ -38,13 +38,14 @@ def snapshot(repo: str, commit_sha: str) -> Path | None:
     return folder if folder.is_dir() else None
 
 
-def evict_weights(lock: dict) -> list[Path]:
+def evict_weights(lock: dict, keep=()) -> list[Path]:
     """Delete a Hub checkpoint's weight files (and only those) from the Hugging Face cache, once its hidden states are
-    extracted: the snapshot's links and the blobs no other snapshot links to. Returns the blobs deleted."""
+    extracted: the snapshot's links and the blobs no other snapshot links to, but not the files named in `keep` (those
+    the cache held before the run's download, `models.download`). Returns the blobs deleted."""
     if lock["source"] != "hub":
         return []  # a package, a local directory or the pipeline's own model: nothing was downloaded
     folder = repo_dir(lock["location"]) / "snapshots" / lock["commit_sha"]
-    links = [folder / name for name in lock["weights"] if (folder / name).is_symlink()]
+    links = [folder / name for name in lock["weights"] if (folder / name).is_symlink() and name not in keep]
     blobs = {link.resolve() for link in links}
     for link in links:
         link.unlink()

@@ -154,7 +154,7 @@ def _pin_from_cache(repo: str, revision: str) -> tuple[str, dict[str, str], dict
     for file in sorted(path for path in snapshot.rglob("*") if path.is_file()):
         blob = file.resolve().name
         is_sha256 = len(blob) == 64 and all(c in "0123456789abcdef" for c in blob)
-        files[str(file.relative_to(snapshot))] = blob if is_sha256 else _sha256(file)
+        files[str(file.relative_to(snapshot))] = blob if is_sha256 else file_sha256(file)
         sizes[str(file.relative_to(snapshot))] = file.stat().st_size
     return commit_sha, files, sizes
 
@@ -164,11 +164,11 @@ def _hash_directory(directory: Path, checkpoint: Checkpoint) -> tuple[dict[str, 
         raise FileNotFoundError(f"{checkpoint.model}/{checkpoint.name}: model directory {directory} does not exist")
     weights = {str(file.relative_to(directory)): file for file in sorted(directory.rglob("*")) if file.is_file()
                and any(pattern.fullmatch(str(file.relative_to(directory))) for pattern in WEIGHT_FILES.values())}
-    return ({name: _sha256(file) for name, file in weights.items()},
+    return ({name: file_sha256(file) for name, file in weights.items()},
             {name: file.stat().st_size for name, file in weights.items()})
 
 
-def _sha256(file: Path) -> str:
+def file_sha256(file: Path) -> str:
     digest = hashlib.sha256()
     with open(file, "rb") as handle:
         while chunk := handle.read(1 << 24):

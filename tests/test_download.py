@@ -1,0 +1,225 @@
+"""Weights downloaded before any GPU job: a download job fetches a pinned checkpoint from the Hub (here the local Hub,
+shape_of_learning.rehearsal.local_hub) into the Hugging Face cache, verified, resuming a download cut short and
+surviving a server error; extraction then reads the cache offline and opens no connection at all."""
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+import yaml
+from huggingface_hub import constants
+
+from shape_of_learning import network
+from shape_of_learning.models import download, hf_cache
+from shape_of_learning.models.checkpoints import Checkpoint
+from shape_of_learning.models.pinning import pin
+from shape_of_learning.models.training import byte_tokenizer
+from shape_of_learning.rehearsal.local_hub import Fault, LocalHub, add_branch
+
+from hf_cache import fresh_client, point_at
+
+REPO = Path(__file__).resolve().parents[1]
+GUARD = Path(__file__).parent / "network_guard"  # a sitecustomize: loopback connections only, each one logged
+MIB = 2**20
+BIG = os.urandom(25 * MIB)  # over two of huggingface_hub's 10 MiB download chunks
+ENTRY = {"tokenizer": None, "weights": "auto"}
+
+
+@pytest.fixture
+def hub_folder(tmp_path) -> Path:
+    root = tmp_path / "hub"
+    add_branch(root, "acme/big", "main", {"config.json": b'{"model_type": "gpt2"}', "model.safetensors": BIG,
+                                          "tokenizer.json": b"{}", "flax_model.msgpack": b"not fetched"})
+    add_branch(root, "acme/gated", "main", {"config.json": b"{}", "model.safetensors": b"weights"})
+    (root / "acme/gated/gated").touch()
+    return root
+
+
+@pytest.fixture
+def client(monkeypatch, tmp_path):
+    """huggingface_hub with a cache of its own and no token, and retries without waiting."""
+    fresh_client(monkeypatch, tmp_path / "cache")
+    monkeypatch.setattr(network, "sleep", lambda seconds: None)
+    return tmp_path / "cache"
+
+
+def served(hub: LocalHub, name: str) -> list[tuple]:
+    return [(method, byte_range, status) for method, path, byte_range, status in hub.requests
+            if path.endswith(f"/{name}")]
+
+
+def test_a_download_cut_short_resumes_from_the_bytes_received_and_is_verified(hub_folder, client, monkeypatch):
+    with LocalHub(hub_folder, faults=[Fault("*/model.safetensors", drop_after=15 * MIB)]) as hub:
+        point_at(hub.endpoint, monkeypatch)
+        lock = pin(Checkpoint("big", "main", "hub", "acme/big", "main", -1))
+        receipt = download.download(lock, ENTRY)
+    gets = [(byte_range, status) for method, byte_range, status in served(hub, "model.safetensors") if method == "GET"]
+    assert gets[0] == (None, 200) and len(gets) == 2  # cut after 15 MiB, then asked from where it broke off
+    resumed_at = int(re.fullmatch(r"bytes=(\d+)-", gets[1][0])[1])
+    assert 0 < resumed_at <= 15 * MIB and gets[1][1] == 206
+    snapshot = client / "models--acme--big/snapshots" / lock["commit_sha"]
+    assert (snapshot / "model.safetensors").read_bytes() == BIG
+    assert sorted(receipt["files"]) == ["config.json", "model.safetensors", "tokenizer.json"]  # no other format's
+    assert receipt["verified"] == {"model.safetensors": hashlib.sha256(BIG).hexdigest()}
+
+
+def test_a_server_error_is_retried(hub_folder, client, monkeypatch):
+    with LocalHub(hub_folder, faults=[Fault("*/resolve/*/model.safetensors", status=500)]) as hub:
+        point_at(hub.endpoint, monkeypatch)
+        lock = pin(Checkpoint("big", "main", "hub", "acme/big", "main", -1))
+        download.download(lock, ENTRY)
+    assert [status for method, _, status in served(hub, "model.safetensors") if method == "GET"] == [500, 200]
+
+
+def test_a_wrong_sha256_is_refused_and_nothing_of_it_stays_in_the_cache(hub_folder, client, monkeypatch):
+    with LocalHub(hub_folder) as hub:
+        point_at(hub.endpoint, monkeypatch)
+        lock = pin(Checkpoint("big", "main", "hub", "acme/big", "main", -1))
+        recorded = hashlib.sha256(b"the bytes pinned").hexdigest()
+        with pytest.raises(download.DigestMismatchError) as refused:
+            download.download(lock | {"weights": {"model.safetensors": recorded}}, ENTRY)
+    message = str(refused.value)
+    assert (f"acme/big@{lock['commit_sha']}: model.safetensors has digest {hashlib.sha256(BIG).hexdigest()}, not the "
+            f"{recorded} its lock records; deleted from the Hugging Face cache" in message)
+    repository = client / "models--acme--big"
+    left = sorted(path.name for path in repository.rglob("*") if path.is_file() or path.is_symlink())
+    assert "model.safetensors" not in left and not any(name.endswith(".incomplete") for name in left)
+    assert all(len(BIG) != path.stat().st_size for path in (repository / "blobs").iterdir())
+
+
+def test_a_gated_repository_without_a_token_says_how_to_get_access(hub_folder, client, monkeypatch):
+    with LocalHub(hub_folder) as hub:
+        point_at(hub.endpoint, monkeypatch)
+        lock = pin(Checkpoint("gated", "main", "hub", "acme/gated", "main", -1))  # its listing is public
+        with pytest.raises(PermissionError, match=r"acme/gated is gated: accept its conditions .* \(HF_TOKEN="):
+            download.download(lock, ENTRY)
+
+
+def test_offline_it_verifies_what_the_cache_holds(hub_folder, client, monkeypatch):
+    with LocalHub(hub_folder) as hub:
+        point_at(hub.endpoint, monkeypatch)
+        lock = pin(Checkpoint("big", "main", "hub", "acme/big", "main", -1))
+        download.download(lock, ENTRY)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    again = download.download(lock, ENTRY)  # the server is gone: the cache answers, verified
+    assert again["verified"] == lock["weights"] and again["cached_before"] == ["model.safetensors"]
+    assert hf_cache.evict_weights(lock, keep=again["cached_before"]) == []  # weights the cache held before stay
+
+
+def test_weights_this_download_fetched_are_evicted_after_extraction(hub_folder, client, monkeypatch):
+    with LocalHub(hub_folder) as hub:
+        point_at(hub.endpoint, monkeypatch)
+        lock = pin(Checkpoint("big", "main", "hub", "acme/big", "main", -1))
+        receipt = download.download(lock, ENTRY)
+    assert receipt["cached_before"] == []
+    [blob] = hf_cache.evict_weights(lock, keep=receipt["cached_before"])
+    assert blob.name == hashlib.sha256(BIG).hexdigest() and not blob.exists()
+
+
+def test_only_hub_checkpoints_and_hub_tokenizers_need_a_download(tmp_path):
+    hub, local = (Checkpoint("m", "main", source, "acme/m", None, -1) for source in ("hub", "local"))
+    assert download.needed(hub, ENTRY) and not download.needed(local, ENTRY)
+    assert download.needed(local, {"tokenizer": "acme/tokenizer"})
+    assert not download.needed(local, {"tokenizer": str(tmp_path)})  # a local directory
+
+
+# --- the workflow: download jobs, then extraction offline, with every connection but loopback refused ---
+
+TINY, TOKENIZER = "acme/pythia-tiny", "acme/tokenizer"
+STEPS = ["step0", "step1", "step2", "step3"]
+
+
+@pytest.fixture(scope="module")
+def tiny_hub(tmp_path_factory) -> Path:
+    """A GPT-NeoX series of four steps without tokenizer files, as Bloom's intermediate branches, and the repository
+    of its tokenizer."""
+    root, scratch = tmp_path_factory.mktemp("hub"), tmp_path_factory.mktemp("scratch")
+    byte_tokenizer("gpt_neox", 128).save_pretrained(scratch / "tokenizer")
+    config = transformers.GPTNeoXConfig(vocab_size=300, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                        intermediate_size=64, max_position_embeddings=256)
+    add_branch(root, TOKENIZER, "main", {path.name: path for path in (scratch / "tokenizer").iterdir()}
+               | {"config.json": config.to_json_string().encode()})
+    for seed, step in enumerate(STEPS):
+        torch.manual_seed(seed)
+        transformers.GPTNeoXForCausalLM(config).save_pretrained(scratch / step)
+        add_branch(root, TINY, step, {path.name: path for path in (scratch / step).iterdir()})
+    return root
+
+
+def job_events(stderr: str) -> list[tuple[str, str, str]]:
+    """("start" | "end", rule, checkpoint) in the order Snakemake's log tells them."""
+    jobs, events = {}, []
+    for block in re.finditer(r"^(?:local)?rule (\w+):\n((?:    .*\n)+)|^Finished jobid: (\d+)", stderr, re.MULTILINE):
+        if block[1]:
+            jobid = re.search(r"jobid: (\d+)", block[2])[1]
+            checkpoint = re.search(r"checkpoint=([\w.-]+)", block[2])
+            jobs[jobid] = (block[1], checkpoint[1] if checkpoint else "")
+            events.append(("start", *jobs[jobid]))
+        else:
+            events.append(("end", *jobs[block[3]]))
+    return events
+
+
+@pytest.mark.slow
+def test_extraction_reads_what_the_download_jobs_fetched_and_opens_no_connection(tiny_hub, tmp_path):
+    config = {
+        "corpus": {"name": "enwiki-sample", "gensim_sample": True},
+        "windows": {"count": 48, "chars": 200, "seed": 0},
+        "extraction": {"evict_weights": True},
+        "metrics": {"names": ["anisotropy"], "batch_size": 128, "batches": 2, "layers_per_job": "checkpoint"},
+        "figures": {"profile_across_checkpoints": [{"model": "tiny"}]},
+        "models": {"tiny": {"hub_id": TINY, "tokenizer": TOKENIZER, "kind": "decoder", "layers": 2, "max_length": 64,
+                            "checkpoints": STEPS}},
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    cache, log = tmp_path / "hf-cache", tmp_path / "connections.jsonl"
+    env = {key: value for key, value in os.environ.items() if key not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
+                                                                         "HF_TOKEN")}
+    with LocalHub(tiny_hub) as hub:
+        env |= {"HF_ENDPOINT": hub.endpoint, "HF_HUB_CACHE": str(cache), "HF_TOKEN_PATH": str(tmp_path / "no-token"),
+                "NETWORK_GUARD_LOG": str(log), "PYTHONPATH": os.pathsep.join([str(GUARD), env.get("PYTHONPATH", "")])}
+        result = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
+                                 "--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml"),
+                                 "--cores", "2"], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    connections = [json.loads(line) for line in log.read_text().splitlines()]
+    by_job = {}
+    for connection in connections:
+        job = next((name for name in ("download_weights", "extract_hidden_states") if name in " ".join(
+            connection["argv"])), "snakemake")
+        by_job.setdefault(job, []).append(connection)
+    assert by_job.get("extract_hidden_states") is None  # not one attempt, loopback included
+    assert by_job["download_weights"] and all(c["allowed"] for c in connections)  # the guard saw the downloads
+    manifest = json.loads((tmp_path / "results/manifests/tiny/step3.json").read_text())
+    assert manifest["tokenizer"] == TOKENIZER and manifest["weights_format"] == "safetensors"
+    repository = cache / f"models--{TINY.replace('/', '--')}"
+    assert not list(repository.rglob("*.safetensors"))  # each checkpoint's weights evicted once extracted
+    assert (repository / "snapshots" / manifest["commit_sha"] / "config.json").is_file()  # the rest stays
+
+    # a lane of downloads holds two checkpoints' weights at most: step2's download waits for step0's extraction
+    events = job_events(result.stderr)
+    order = [(kind, step) for kind, rule, step in events if rule in ("download_weights", "extract_hidden_states")
+             and (kind == "start") == (rule == "download_weights")]
+    assert order.index(("end", "step0")) < order.index(("start", "step2"))
+    assert order.index(("end", "step1")) < order.index(("start", "step3"))
+    assert not list((tmp_path / "results/weights").rglob("*.json"))  # the receipts are temporary
+
+
+@pytest.mark.slow
+def test_the_network_guard_refuses_every_address_but_loopback(tmp_path):
+    log = tmp_path / "connections.jsonl"
+    probe = ("import socket\n"
+             "for attempt in (lambda: socket.create_connection(('93.184.216.34', 443), timeout=5),\n"
+             "                lambda: socket.getaddrinfo('huggingface.co', 443)):\n"
+             "    try:\n        attempt()\n    except OSError as error:\n        print(error)\n")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(GUARD), "NETWORK_GUARD_LOG": str(log)})
+    assert result.stdout.count("network guard: no") == 2, result.stdout + result.stderr
+    assert [json.loads(line)["allowed"] for line in log.read_text().splitlines()] == [False, False]
