@@ -769,7 +769,7 @@ def test_a_check_that_raises_is_an_error_row_the_others_are_judged_and_verify_fa
     assert card_module.tally(card.reset_index()).endswith(", 1 error")
     monkeypatch.setattr(cli, "_load", lambda *files: config)
     monkeypatch.setattr(verify_module, "problems", lambda *arguments: [])  # a complete run but for the error
-    assert cli.verify(SimpleNamespace(configfiles=[], directory=tmp_path)) == 1
+    assert cli.verify(SimpleNamespace(configfiles=[REPO / "presets/demo.yaml"], directory=tmp_path)) == 1
     assert "claims: decoder_bell (decoders of figures.anisotropy_by_layer) raised: AttributeError" in (
         capsys.readouterr().err)
 
