@@ -24,9 +24,12 @@ def add_revision(cache: Path, repo: str, revision: str, files: dict[str, bytes])
 
 
 def fresh_client(monkeypatch, cache: Path) -> None:
-    """huggingface_hub with `cache` for its cache and no token, as on a fresh machine."""
+    """huggingface_hub with `cache` for its cache, no token and the network allowed, as on a fresh machine (CI
+    exports HF_HUB_OFFLINE=1, which huggingface_hub reads at import; a test that wants it offline sets it after)."""
     from huggingface_hub import constants
 
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
     monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(cache.parent / "no-token"))
     monkeypatch.delenv("HF_TOKEN", raising=False)

@@ -34,7 +34,7 @@ def folder(tmp_path) -> Path:
 
 
 @pytest.fixture
-def offline_client(monkeypatch, tmp_path):
+def client(monkeypatch, tmp_path):
     fresh_client(monkeypatch, tmp_path / "cache")
 
 
@@ -42,7 +42,7 @@ def get(url: str, headers: dict | None = None, method: str = "GET"):
     return urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}, method=method), timeout=10)
 
 
-def test_model_info_lists_each_file_with_its_size_blob_id_and_lfs_sha256(folder, offline_client):
+def test_model_info_lists_each_file_with_its_size_blob_id_and_lfs_sha256(folder, client):
     with LocalHub(folder) as hub:
         api = huggingface_hub.HfApi(endpoint=hub.endpoint)
         info = api.model_info("acme/tiny", revision="main", files_metadata=True)
@@ -89,7 +89,7 @@ def test_resolve_answers_with_the_hub_s_headers_and_honours_a_range(folder):
     assert tail.headers["Content-Range"] == f"bytes 100000-{len(WEIGHTS) - 1}/{len(WEIGHTS)}"
 
 
-def test_hf_hub_download_reads_it_into_the_cache_layout(folder, offline_client, tmp_path):
+def test_hf_hub_download_reads_it_into_the_cache_layout(folder, client, tmp_path):
     with LocalHub(folder) as hub:
         path = Path(huggingface_hub.hf_hub_download("acme/tiny", "model.safetensors", endpoint=hub.endpoint))
     cache = tmp_path / "cache/models--acme--tiny"
@@ -97,7 +97,7 @@ def test_hf_hub_download_reads_it_into_the_cache_layout(folder, offline_client, 
     assert (cache / "refs/main").read_text() == path.parent.name
 
 
-def test_the_hub_s_errors_become_huggingface_hub_s_exceptions(folder, offline_client):
+def test_the_hub_s_errors_become_huggingface_hub_s_exceptions(folder, client):
     with LocalHub(folder, token="hf_right") as hub:
         api = huggingface_hub.HfApi(endpoint=hub.endpoint)
         with pytest.raises(RevisionNotFoundError):
@@ -117,7 +117,7 @@ def test_the_hub_s_errors_become_huggingface_hub_s_exceptions(folder, offline_cl
     assert absent.value.code == 404 and absent.value.headers["X-Error-Code"] == "RepoNotFound"
 
 
-def test_faults_fail_the_configured_requests_a_set_number_of_times(folder, offline_client, tmp_path):
+def test_faults_fail_the_configured_requests_a_set_number_of_times(folder, client, tmp_path):
     faults = tmp_path / "faults.json"
     faults.write_text(json.dumps([{"path": "*/refs", "status": 500, "times": 2},
                                   {"path": "*/model.safetensors", "drop_after": 1000}]))
