@@ -72,33 +72,14 @@ def compute_metrics(X, metrics=tuple(METRICS), *, batch_size: int = 4096, n_batc
     started = time.perf_counter()
     context = context or "input matrix"
     metrics = (metrics,) if isinstance(metrics, str) else tuple(metrics)
-    unknown = sorted(set(metrics) - set(METRICS))
-    if unknown:
-        raise ValueError(f"{context}: unknown metrics {unknown}; choose from {list(METRICS)}")
-    chosen = [METRICS[name] for name in metrics]
-    if unknown := sorted(set(settings or {}) - set(metrics)):
-        raise ValueError(f"{context}: settings given for {unknown}, which are not among the metrics computed")
-    try:
-        resolved = {metric.name: metric.settings((settings or {}).get(metric.name)) for metric in chosen}
-    except ValueError as error:
-        raise ValueError(f"{context}: {error}") from None
+    chosen, resolved = _resolve(metrics, settings, context)
     if not isinstance(X, torch.Tensor):
         X = np.asarray(X)
     if X.ndim != 2:
         raise ValueError(f"{context}: expected an (n, D) matrix, got shape {tuple(X.shape)}")
     n, dim = X.shape
     neighbours = max((metric.neighbours_read(resolved[metric.name]) for metric in chosen), default=0)
-    if batch_size < max(2, neighbours + 1):
-        raise ValueError(f"{context}: batch_size={batch_size} is too small; the requested metrics need at least "
-                         f"{max(2, neighbours + 1)} vectors per batch (the paper uses 4096)")
-    available = n // batch_size
-    if available < 1:
-        raise ValueError(f"{context}: {n} vectors are fewer than one batch of batch_size={batch_size}; extract "
-                         f"at least {batch_size} vectors or lower batch_size")
-    n_batches = available if n_batches is None else n_batches
-    if not 1 <= n_batches <= available:
-        raise ValueError(f"{context}: n_batches={n_batches} batches of {batch_size} need {n_batches * batch_size} "
-                         f"vectors, got {n} (at most {available} batches)")
+    n_batches = _batch_count(n, batch_size, n_batches, neighbours, context)
     _check_finite(X, context)
 
     device = resolve_device(device)
@@ -107,19 +88,7 @@ def compute_metrics(X, metrics=tuple(METRICS), *, batch_size: int = 4096, n_batc
     for batch in tqdm(range(n_batches), desc="metric batches", leave=False, disable=None):
         index = np.sort(order[batch * batch_size:(batch + 1) * batch_size])
         vectors = Vectors(X[torch.from_numpy(index)] if isinstance(X, torch.Tensor) else X[index], device)
-        values = {metric.name: metric.compute(vectors, resolved[metric.name])
-                  for metric in chosen if metric.needs != "neighbours"}
-        removed = 0
-        if neighbours:
-            unique, removed = deduplicate(vectors)
-            if unique.n < 3:
-                raise ValueError(f"{context}: batch {batch} has only {unique.n} distinct vectors of {batch_size}; "
-                                 "the ID estimators need at least 3")
-            k = min(neighbours, unique.n - 1)
-            distances = knn_distances(unique, k)
-            for metric in (metric for metric in chosen if metric.needs == "neighbours"):
-                values[metric.name] = metric.compute(distances, _capped(metric, resolved[metric.name], k, context,
-                                                                        batch))
+        values, removed = _measure_batch(vectors, chosen, resolved, neighbours, f"{context}: batch {batch}")
         duplicates.append(removed)
         rows += [(m, batch, values[m]) for m in metrics]
         logger.debug("%s: batch %d done, %d duplicates removed", context, batch, removed)
@@ -134,11 +103,57 @@ def compute_metrics(X, metrics=tuple(METRICS), *, batch_size: int = 4096, n_batc
     return MetricsResult(values, info)
 
 
-def _capped(metric, settings: dict, k: int, context: str, batch: int) -> dict:
+def _resolve(metrics: tuple[str, ...], settings: dict[str, dict] | None, context: str) -> tuple[list, dict]:
+    """The registry's metric for each name, and each one's settings: its function's defaults, overridden by name."""
+    if unknown := sorted(set(metrics) - set(METRICS)):
+        raise ValueError(f"{context}: unknown metrics {unknown}; choose from {list(METRICS)}")
+    chosen = [METRICS[name] for name in metrics]
+    if unknown := sorted(set(settings or {}) - set(metrics)):
+        raise ValueError(f"{context}: settings given for {unknown}, which are not among the metrics computed")
+    try:
+        return chosen, {metric.name: metric.settings((settings or {}).get(metric.name)) for metric in chosen}
+    except ValueError as error:
+        raise ValueError(f"{context}: {error}") from None
+
+
+def _batch_count(n: int, batch_size: int, n_batches: int | None, neighbours: int, context: str) -> int:
+    """`n_batches`, or as many whole batches as `n` vectors hold; refused where a batch is too small or too many."""
+    if batch_size < max(2, neighbours + 1):
+        raise ValueError(f"{context}: batch_size={batch_size} is too small; the requested metrics need at least "
+                         f"{max(2, neighbours + 1)} vectors per batch (the paper uses 4096)")
+    available = n // batch_size
+    if available < 1:
+        raise ValueError(f"{context}: {n} vectors are fewer than one batch of batch_size={batch_size}; extract "
+                         f"at least {batch_size} vectors or lower batch_size")
+    n_batches = available if n_batches is None else n_batches
+    if not 1 <= n_batches <= available:
+        raise ValueError(f"{context}: n_batches={n_batches} batches of {batch_size} need {n_batches * batch_size} "
+                         f"vectors, got {n} (at most {available} batches)")
+    return n_batches
+
+
+def _measure_batch(vectors: Vectors, chosen: list, resolved: dict, neighbours: int, where: str) -> tuple[dict, int]:
+    """Each metric's value on one batch, and how many repeated vectors the neighbour estimators left out."""
+    values = {metric.name: metric.compute(vectors, resolved[metric.name])
+              for metric in chosen if metric.needs != "neighbours"}
+    if not neighbours:
+        return values, 0
+    unique, removed = deduplicate(vectors)
+    if unique.n < 3:
+        raise ValueError(f"{where} has only {unique.n} distinct vectors of {vectors.n}; the ID estimators need at "
+                         "least 3")
+    k = min(neighbours, unique.n - 1)
+    distances = knn_distances(unique, k)
+    for metric in (metric for metric in chosen if metric.needs == "neighbours"):
+        values[metric.name] = metric.compute(distances, _capped(metric, resolved[metric.name], k, where))
+    return values, removed
+
+
+def _capped(metric, settings: dict, k: int, where: str) -> dict:
     """`settings` with the metric's neighbour count lowered to the `k` neighbours a batch has (e.g. the embedding
     layer of a byte-level model: at most 256 distinct vectors), as scikit-dimension does."""
     if metric.neighbours_read(settings) <= k:
         return settings
-    logger.warning("%s: batch %d has %d distinct vectors; %s uses %s = %d instead of %d", context, batch, k + 1,
+    logger.warning("%s has %d distinct vectors; %s uses %s = %d instead of %d", where, k + 1,
                    metric.name, metric.neighbours, k, settings[metric.neighbours])
     return {**settings, metric.neighbours: k}
