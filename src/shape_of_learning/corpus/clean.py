@@ -158,6 +158,29 @@ def _page_wikitext(piece: bytes) -> bytes:
     return piece[open_end + 1:end if end >= 0 else len(piece)]
 
 
+def _article_prose(piece: bytes, title: bytes, namespace_prefixes: dict[bytes, int], stats: dict) -> str | None:
+    """A page's prose, or None for a page that is not an article with prose (counted in `stats` by why)."""
+    ns = _between(piece, b"<ns>", b"</ns>")
+    prefix = title[:title.find(b":") + 1]
+    if (int(ns) if ns is not None else namespace_prefixes.get(prefix, 0)) != 0:
+        stats["other_namespaces"] += 1
+        return None
+    raw = _page_wikitext(piece)
+    if _REDIRECT.match(raw):
+        stats["redirects"] += 1
+        return None
+    try:
+        wikitext = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        stats["invalid_utf8_pages"] += 1
+        wikitext = raw.decode("utf-8", errors="ignore")
+    prose = clean_wikitext(xml_unescape(wikitext, {"&quot;": '"', "&apos;": "'"}))
+    if not prose:
+        stats["empty_pages"] += 1
+        return None
+    return prose
+
+
 def clean_dump(src: Path, text_out: Path, stats_out: Path) -> dict:
     """Clean a MediaWiki XML export (plain, .bz2 or .gz) into article prose, streaming page by page.
 
@@ -196,23 +219,8 @@ def clean_dump(src: Path, text_out: Path, stats_out: Path) -> dict:
                                           if name.strip())
                 continue
             stats["pages_in"] += 1
-            ns = _between(piece, b"<ns>", b"</ns>")
-            prefix = title[:title.find(b":") + 1]
-            if (int(ns) if ns is not None else namespace_prefixes.get(prefix, 0)) != 0:
-                stats["other_namespaces"] += 1
-                continue
-            raw = _page_wikitext(piece)
-            if _REDIRECT.match(raw):
-                stats["redirects"] += 1
-                continue
-            try:
-                wikitext = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                stats["invalid_utf8_pages"] += 1
-                wikitext = raw.decode("utf-8", errors="ignore")
-            prose = clean_wikitext(xml_unescape(wikitext, {"&quot;": '"', "&apos;": "'"}))
-            if not prose:
-                stats["empty_pages"] += 1
+            prose = _article_prose(piece, title, namespace_prefixes, stats)
+            if prose is None:
                 continue
             encoded = (("\n" if stats["pages"] else "") + prose + "\n").encode("utf-8")
             out.write(encoded)
