@@ -235,24 +235,8 @@ def train(arch: str, corpus: Path, out_root: Path, save_steps: list[int], *, see
         torch.set_num_threads(threads)
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
-    if arch in IMAGE_ARCHITECTURES:
-        pixels, labels = load_images(corpus, hp)
-        tokenizer, size = image_processor(hp), f"{len(labels)} images"
-        model = build_image_model(arch, hp, int(labels.max()) + 1)
-
-        def batch():
-            rows = torch.randint(len(labels), (hp.batch_size,), generator=generator)
-            return {"pixel_values": pixels[rows], "labels": labels[rows]}
-    else:
-        corpus_ids, tokenizer = _byte_corpus(corpus, arch, hp)
-        size = f"{len(corpus_ids)} bytes"
-        model = build_model(arch, hp, tokenizer)
-        batch = lambda: sample_batch(arch, corpus_ids, tokenizer, hp, generator)  # noqa: E731
-    # as nanoGPT: decay matrices and embeddings, not biases and LayerNorm gains
-    parameters = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW([{"params": [p for p in parameters if p.dim() >= 2]},
-                                   {"params": [p for p in parameters if p.dim() < 2], "weight_decay": 0.0}],
-                                  lr=hp.lr, weight_decay=hp.weight_decay, betas=(0.9, 0.95))
+    model, tokenizer, batch, size = _model_and_batches(arch, corpus, hp, generator)
+    optimizer = _optimizer(model, hp)
     total_steps = save_steps[-1]
     out_root = Path(out_root)
     out_root.mkdir(parents=True, exist_ok=True)
@@ -285,6 +269,31 @@ def train(arch: str, corpus: Path, out_root: Path, save_steps: list[int], *, see
         if step in save_set:
             save(step, loss)
     return [out_root / f"step{step}" for step in save_steps]
+
+
+def _model_and_batches(arch: str, corpus: Path, hp: Hyperparameters, generator: torch.Generator):
+    """A fresh `arch` model, its tokenizer or image processor, a function drawing one training batch, and the
+    corpus's size in words."""
+    if arch in IMAGE_ARCHITECTURES:
+        pixels, labels = load_images(corpus, hp)
+        model = build_image_model(arch, hp, int(labels.max()) + 1)
+
+        def batch():
+            rows = torch.randint(len(labels), (hp.batch_size,), generator=generator)
+            return {"pixel_values": pixels[rows], "labels": labels[rows]}
+        return model, image_processor(hp), batch, f"{len(labels)} images"
+    corpus_ids, tokenizer = _byte_corpus(corpus, arch, hp)
+    model = build_model(arch, hp, tokenizer)
+    return (model, tokenizer, lambda: sample_batch(arch, corpus_ids, tokenizer, hp, generator),
+            f"{len(corpus_ids)} bytes")
+
+
+def _optimizer(model, hp: Hyperparameters) -> torch.optim.AdamW:
+    """AdamW that, as nanoGPT's, decays matrices and embeddings, not biases and LayerNorm gains."""
+    parameters = [p for p in model.parameters() if p.requires_grad]
+    return torch.optim.AdamW([{"params": [p for p in parameters if p.dim() >= 2]},
+                              {"params": [p for p in parameters if p.dim() < 2], "weight_decay": 0.0}],
+                             lr=hp.lr, weight_decay=hp.weight_decay, betas=(0.9, 0.95))
 
 
 def _byte_corpus(corpus_text: Path, arch: str, hp: Hyperparameters) -> tuple[torch.Tensor, PreTrainedTokenizerFast]:
