@@ -45,7 +45,6 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
     """Write ``out_dir/layer_{0..L}.parquet`` with `n_tokens` token vectors each and return the job's manifest.
 
     `items` are the corpus of the entry's ``modality``: text windows (str), or image or audio files (bytes).
-
     `entry` is the model's validated config entry (``layers``, ``batch_size``, ``max_length``, ``dtype``,
     ``tokenizer``, ``trust_remote_code``, ``modality``, ``weights``; see `experiment.config.validate_model_entry`);
     `pin` is :func:`shape_of_learning.models.pinning.pin` of the checkpoint (computed if None):
@@ -61,156 +60,199 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
     (`extraction.batch_norm`).
     """
     name = f"{checkpoint.model}/{checkpoint.name}"
+    _check_arguments(special_tokens, store_dtype, n_tokens, name)
+    pin = _checked_pin(checkpoint, entry, pin, name)
+    revision = pin["commit_sha"]  # None for local directories
+    device, dtype = device_and_dtype(entry["dtype"] or dtype, device)
+    modality, exclude_special = entry["modality"], special_tokens == "exclude"
+    config, layers = _checked_config(checkpoint, entry, revision, name)
+    preprocessor = load_preprocessor(entry, checkpoint, revision)
+    if modality == "text":  # tokenized before the weights load: a corpus too small fails in seconds
+        source = TextInputs(items, preprocessor, config, n_tokens=n_tokens, max_length=entry["max_length"],
+                            exclude_special=exclude_special, name=name)
+    started = time.perf_counter()
+    model, input_device, loss_kind, no_loss = load_model(
+        checkpoint.location, revision, config, dtype, device, entry["trust_remote_code"],
+        pin.get("weights_format", "safetensors"),  # locks written before PyTorch files were allowed have none
+        name, kind=entry["kind"], modality=modality, head=bool((loss or {}).get("tokens")),
+        init_seed=pin.get("init_seed"))  # a RandomInit's lock
+    load_seconds = time.perf_counter() - started
+    next_token = NextTokenLoss(loss["tokens"], n_tokens) if loss_kind == NEXT_TOKEN else None
+    body = model if next_token else model.base_model  # a masked-LM head has nothing to predict in this pass
+    per_item = positions_per_image if modality == "image" else None  # else, where layers differ, the fewest
+    if modality != "text":  # an audio source reads the model's own feature encoder
+        source = (ImageInputs(items, preprocessor, config, exclude_special) if modality == "image"
+                  else AudioInputs(items, preprocessor, model))
+    statistics = _estimate_batch_norm(body, source, math.ceil(n_tokens / per_item) if per_item else len(source),
+                                      entry["batch_size"], input_device, dtype, name)
+    metadata = _shard_metadata(checkpoint, revision, config, layers, n_tokens, dtype, special_tokens, name)
+    stream = _Pass(layers, n_tokens, per_item, name).run(body, source, next_token, Path(out_dir), metadata,
+                                                         entry["batch_size"], store_dtype, input_device, dtype)
+    loss_record = _loss_record(next_token, loss_kind, no_loss, model, source, preprocessor, loss,
+                               stream["batch_size"], input_device)
+    logger.info("%s: %d tokens x %d layers in %.1f s (%.0f tokens/s), model load %.1f s; loss %s", name, n_tokens,
+                layers + 1, stream["seconds"], stream["tokens_per_second"], load_seconds, loss_record)
+    return {**pin, "tokenizer": tokenizer_location(entry, checkpoint), "family": config.model_type,
+            "kind": entry.get("kind"), "layers": layers, "modality": modality, "tokens_per_layer": n_tokens,
+            "hidden_size": getattr(config, "hidden_size", None), "max_length": entry["max_length"],
+            "dtype": metadata["model_dtype"], "store_dtype": store_dtype, "device": str(input_device),
+            "special_tokens": special_tokens, "last_layer_after_final_norm": metadata["last_layer_after_final_norm"],
+            **statistics, **stream, "load_seconds": round(load_seconds, 3), "loss": loss_record}
+
+
+def _check_arguments(special_tokens: str, store_dtype: str, n_tokens: int, name: str) -> None:
     if special_tokens not in SPECIAL_TOKEN_POLICIES:
         raise ValueError(f"special_tokens must be one of {SPECIAL_TOKEN_POLICIES}, got {special_tokens!r}")
     if store_dtype not in STORE_DTYPES:
         raise ValueError(f"store_dtype must be one of {sorted(STORE_DTYPES)}, got {store_dtype!r}")
     if n_tokens < 1:
         raise ValueError(f"{name}: n_tokens must be >= 1, got {n_tokens}")
+
+
+def _shard_metadata(checkpoint: Checkpoint, revision: str | None, config, layers: int, n_tokens: int,
+                    dtype: torch.dtype, special_tokens: str, name: str) -> dict:
+    """What every layer's shard records of the pass (`shards.METADATA_KEY`), its layer added by the writer."""
+    after_final_norm = last_layer_after_final_norm(config)
+    if after_final_norm is None:
+        logger.warning("%s: family %r is not in the final-norm table; recording it as unknown", name, config.model_type)
+    return dict(model=checkpoint.model, checkpoint=checkpoint.name, step=checkpoint.step, revision=checkpoint.revision,
+                commit_sha=revision, num_layers=layers, tokens=n_tokens, model_dtype=str(dtype).removeprefix("torch."),
+                special_tokens=special_tokens, family=config.model_type, last_layer_after_final_norm=after_final_norm)
+
+
+def _checked_pin(checkpoint: Checkpoint, entry: dict, pin: dict | None, name: str) -> dict:
+    """`pin`, the checkpoint's entry of the lock file (computed where None), refused where it is another's."""
     pin = pin or pinning.pin(checkpoint, entry["weights"])
     if (pin["model"], pin["checkpoint"], pin["location"]) != (checkpoint.model, checkpoint.name, checkpoint.location):
         raise ValueError(f"{name}: the pin given is for {pin['model']}/{pin['checkpoint']} at {pin['location']}; "
                          "pass this checkpoint's entry of the lock file")
-    revision = pin["commit_sha"]  # None for local directories
-    trust_remote_code = entry["trust_remote_code"]
-    device, dtype = device_and_dtype(entry["dtype"] or dtype, device)
-    max_length = entry["max_length"]
-    modality = entry["modality"]
+    return pin
 
+
+def _checked_config(checkpoint: Checkpoint, entry: dict, revision: str | None, name: str) -> tuple:
+    """The model's config and its number of blocks, refused where the config entry's `layers` or a text model's
+    `max_length` does not fit it."""
     config = network.retry(lambda: AutoConfig.from_pretrained(checkpoint.location, revision=revision,
-                                                              trust_remote_code=trust_remote_code),
+                                                              trust_remote_code=entry["trust_remote_code"]),
                            what=f"{name}: loading the config of {checkpoint.location}")
     layers = depth(config)
     if layers != entry["layers"]:
         raise ValueError(f"{name}: the model has {layers} blocks but its config entry says layers: {entry['layers']}; "
                          f"set `layers: {layers}` for model {checkpoint.model!r}")
-    max_positions = getattr(config, "max_position_embeddings", None)
-    if modality == "text" and max_positions is not None and max_length > max_positions:
+    max_positions, max_length = getattr(config, "max_position_embeddings", None), entry["max_length"]
+    if entry["modality"] == "text" and max_positions is not None and max_length > max_positions:
         raise ValueError(f"{name}: max_length {max_length} exceeds the model's {max_positions} positions; "
                          f"set `max_length` <= {max_positions}")
+    return config, layers
 
-    preprocessor = load_preprocessor(entry, checkpoint, revision)
-    if modality == "text":  # tokenized before the weights load: a corpus too small fails in seconds
-        source = TextInputs(items, preprocessor, config, n_tokens=n_tokens, max_length=max_length,
-                            exclude_special=special_tokens == "exclude", name=name)
 
-    started = time.perf_counter()
-    weights_format = pin.get("weights_format", "safetensors")  # locks written before PyTorch files were allowed
-    model, input_device, loss_kind, no_loss = load_model(checkpoint.location, revision, config, dtype, device,
-                                                         trust_remote_code, weights_format, name, kind=entry["kind"],
-                                                         modality=modality, head=bool((loss or {}).get("tokens")),
-                                                         init_seed=pin.get("init_seed"))  # a RandomInit's lock
-    next_token = NextTokenLoss(loss["tokens"], n_tokens) if loss_kind == NEXT_TOKEN else None
-    body = model if next_token else model.base_model  # a masked-LM head has nothing to predict in this pass
-    load_seconds = time.perf_counter() - started
-    per_item = None  # k, where layers differ in positions per item: the config's for images, else the fewest
-    if modality == "image":
-        source, per_item = ImageInputs(items, preprocessor, config, special_tokens == "exclude"), positions_per_image
-    elif modality == "audio":
-        source = AudioInputs(items, preprocessor, model)
-    statistics = _estimate_batch_norm(body, source, math.ceil(n_tokens / per_item) if per_item else len(source),
-                                      entry["batch_size"], input_device, dtype, name)
-    family = config.model_type
-    after_final_norm = last_layer_after_final_norm(config)
-    if after_final_norm is None:
-        logger.warning("%s: family %r is not in the final-norm table; recording it as unknown", name, family)
+class _Pass:
+    """The forward pass over a source, streamed into one shard per layer: how many vectors each layer holds, the
+    next item to read, the items used, k where layers differ in positions per item, and the fingerprint of what
+    was kept."""
 
-    metadata = dict(model=checkpoint.model, checkpoint=checkpoint.name, step=checkpoint.step,
-                    revision=checkpoint.revision, commit_sha=revision, num_layers=layers, tokens=n_tokens,
-                    model_dtype=str(dtype).removeprefix("torch."), special_tokens=special_tokens, family=family,
-                    last_layer_after_final_norm=after_final_norm)
-    out_dir = Path(out_dir)
-    batch_size = entry["batch_size"]
-    # On a GPU the shard writes, not the model, set the pace (docs/benchmarks.md): the writer threads of `writer`
-    # copy each batch to the host and write it while the GPU runs the next batch. On CPU the cores are busy with the
-    # forward pass and one writer thread suffices.
-    writer_threads = min(layers + 1, len(os.sched_getaffinity(0))) if input_device.type == "cuda" else 1
-    labels = [f"{name} layer {layer}" for layer in range(layers + 1)]
-    started = time.perf_counter()
-    with ExitStack() as stack:
-        shards = [stack.enter_context(ShardWriter(out_dir / paths.shard_name(layer), store_dtype=store_dtype,
-                                                  metadata={**metadata, "layer": layer}))
-                  for layer in range(layers + 1)]
-        pipeline = stack.enter_context(ShardPipeline(shards, threads=writer_threads))  # before closing
-        progress = stack.enter_context(tqdm(total=n_tokens, unit="tok", desc=name, mininterval=5))
-        start, used, filled, items_used = 0, 0, [0] * (layers + 1), 0
-        fingerprint = Fingerprint(layers + 1)
-        while start < len(source) and min(filled) < n_tokens:
-            batch = source.batch(start, batch_size)
-            inputs = _on_device(batch.inputs, input_device, dtype)
-            if next_token:  # the head projects only the positions that predict the loss's tokens
-                positions = next_token.positions(batch.kept)
-                inputs |= {"logits_to_keep": positions.to(input_device, non_blocking=True)}
-            try:
-                outputs = _forward(body, inputs)
-            except torch.cuda.OutOfMemoryError:
-                if batch_size == 1:
-                    raise
-                outputs = None  # leave the except block first, so the failed pass's tensors can be freed
-            if outputs is None:
-                batch_size //= 2
-                logger.warning("%s: CUDA out of memory; retrying with batch size %d", name, batch_size)
-                torch.cuda.empty_cache()
-                continue
-            hidden = outputs.hidden_states
-            if next_token:
-                next_token.add(outputs.logits, batch.inputs["input_ids"], positions)
-            if len(hidden) != layers + 1:
-                raise RuntimeError(f"{name}: the forward pass returned {len(hidden)} hidden states, expected "
-                                   f"{layers + 1} (embedding output + {layers} blocks)")
-            # keep masks are on the host: choosing the tokens waits for no GPU
-            kept, views = [], [batch.tokens(states) for states in hidden]
-            if source.per_item:
-                if start == 0:
-                    per_item = _positions_per_item([keep for _, keep, _ in views], per_item, source.unit, name)
-                keeps = per_item_positions([keep for _, keep, _ in views], batch.items, per_item,
-                                           n_tokens - filled[0])
-                views = [(vectors, keep, token_ids) for (vectors, _, token_ids), keep in zip(views, keeps)]
-            for layer, (vectors, keep, token_ids) in enumerate(views):
-                rows, positions = keep.nonzero(as_tuple=True)
-                rows, positions = rows[:n_tokens - filled[layer]], positions[:n_tokens - filled[layer]]
-                filled[layer] += len(rows)
-                items_used += len(rows.unique()) if layer == 0 else 0
-                used = max(used, start + int(rows.max()) + 1 if len(rows) else 0)
-                index = dict(windows=batch.items[rows].numpy(), positions=positions.numpy(),
-                             token_ids=None if token_ids is None else token_ids[rows, positions].numpy())
-                flat = _kept(vectors, rows * vectors.shape[1] + positions)  # rows of (batch * length, D)
-                fingerprint.add(layer, flat)
-                kept.append((flat, index))
-            del hidden, outputs, views
-            pipeline.put(kept, labels)
-            progress.update(min(filled) - progress.n)
-            start += len(batch.items)
-        pipeline.drain()
-        if min(filled) < n_tokens:  # before the shards close: a short shard is never written
-            layer = filled.index(min(filled))
-            needed = math.ceil(n_tokens * start / max(filled[layer], 1))
-            raise ValueError(f"{name}: the {len(source)} {source.unit} yield {filled[layer]} token vectors at layer "
-                             f"{layer}, fewer than the budget n_tokens={n_tokens}; sample about {needed} "
-                             f"{source.unit} (the corpus's count) or lower the token budget")
+    def __init__(self, layers: int, n_tokens: int, per_item: int | None, name: str):
+        self.layers, self.n_tokens, self.per_item, self.name = layers, n_tokens, per_item, name
+        self.filled = [0] * (layers + 1)
+        self.start = self.used = self.items_used = 0
+        self.fingerprint = Fingerprint(layers + 1)
+
+    def run(self, body, source, next_token: NextTokenLoss | None, out_dir: Path, metadata: dict, batch_size: int,
+            store_dtype: str, device: torch.device, dtype: torch.dtype) -> dict:
+        """Write every layer's shard; the manifest's record of the pass: items read and used, positions per item,
+        the batch size that fit, the layers stored in float32, the time taken and the fingerprint of what was kept.
+        A short shard is never written: the error comes before they close."""
+        # On a GPU the shard writes, not the model, set the pace (docs/benchmarks.md): the writer threads of
+        # `writer` copy each batch to the host and write it while the GPU runs the next batch. On CPU the cores are
+        # busy with the forward pass and one writer thread suffices.
+        writer_threads = min(self.layers + 1, len(os.sched_getaffinity(0))) if device.type == "cuda" else 1
+        labels = [f"{self.name} layer {layer}" for layer in range(self.layers + 1)]
+        started = time.perf_counter()
+        with ExitStack() as stack:
+            shards = [stack.enter_context(ShardWriter(out_dir / paths.shard_name(layer), store_dtype=store_dtype,
+                                                      metadata={**metadata, "layer": layer}))
+                      for layer in range(self.layers + 1)]
+            pipeline = stack.enter_context(ShardPipeline(shards, threads=writer_threads))  # before closing
+            progress = stack.enter_context(tqdm(total=self.n_tokens, unit="tok", desc=self.name, mininterval=5))
+            while self.start < len(source) and min(self.filled) < self.n_tokens:
+                batch = source.batch(self.start, batch_size)
+                inputs = _on_device(batch.inputs, device, dtype)
+                if next_token:  # the head projects only the positions that predict the loss's tokens
+                    positions = next_token.positions(batch.kept)
+                    inputs |= {"logits_to_keep": positions.to(device, non_blocking=True)}
+                outputs = _forward_fitting(body, inputs, batch_size)
+                if outputs is None:
+                    batch_size //= 2
+                    logger.warning("%s: CUDA out of memory; retrying with batch size %d", self.name, batch_size)
+                    torch.cuda.empty_cache()
+                    continue
+                if next_token:
+                    next_token.add(outputs.logits, batch.inputs["input_ids"], positions)
+                kept = self._keep(batch, outputs.hidden_states, source)
+                del outputs
+                pipeline.put(kept, labels)
+                progress.update(min(self.filled) - progress.n)
+            pipeline.drain()
+            self._check_complete(source)
         seconds = time.perf_counter() - started
+        return {"windows_used": self.used, "items_used": self.items_used, "positions_per_item": self.per_item,
+                "batch_size": batch_size, "seconds": round(seconds, 3),
+                "tokens_per_second": round(self.n_tokens / seconds, 1),
+                "float32_layers": [layer for layer, shard in enumerate(shards) if shard.store_dtype != store_dtype],
+                "fingerprint": self.fingerprint.record()}
+
+    def _keep(self, batch, hidden: tuple, source) -> list[tuple]:
+        """Each layer's kept vectors of one batch, (n_kept, D), with their index (items, positions, token ids)."""
+        if len(hidden) != self.layers + 1:
+            raise RuntimeError(f"{self.name}: the forward pass returned {len(hidden)} hidden states, expected "
+                               f"{self.layers + 1} (embedding output + {self.layers} blocks)")
+        views = [batch.tokens(states) for states in hidden]  # keep masks are on the host: they wait for no GPU
+        if source.per_item:
+            if self.start == 0:
+                self.per_item = _positions_per_item([keep for _, keep, _ in views], self.per_item, source.unit,
+                                                    self.name)
+            keeps = per_item_positions([keep for _, keep, _ in views], batch.items, self.per_item,
+                                       self.n_tokens - self.filled[0])
+            views = [(vectors, keep, token_ids) for (vectors, _, token_ids), keep in zip(views, keeps)]
+        kept = []
+        for layer, (vectors, keep, token_ids) in enumerate(views):
+            rows, positions = keep.nonzero(as_tuple=True)
+            rows, positions = rows[:self.n_tokens - self.filled[layer]], positions[:self.n_tokens - self.filled[layer]]
+            self.filled[layer] += len(rows)
+            self.items_used += len(rows.unique()) if layer == 0 else 0
+            self.used = max(self.used, self.start + int(rows.max()) + 1 if len(rows) else 0)
+            index = dict(windows=batch.items[rows].numpy(), positions=positions.numpy(),
+                         token_ids=None if token_ids is None else token_ids[rows, positions].numpy())
+            flat = _kept(vectors, rows * vectors.shape[1] + positions)  # rows of (batch * length, D)
+            self.fingerprint.add(layer, flat)
+            kept.append((flat, index))
+        self.start += len(batch.items)
+        return kept
+
+    def _check_complete(self, source) -> None:
+        if min(self.filled) < self.n_tokens:
+            layer = self.filled.index(min(self.filled))
+            needed = math.ceil(self.n_tokens * self.start / max(self.filled[layer], 1))
+            raise ValueError(f"{self.name}: the {len(source)} {source.unit} yield {self.filled[layer]} token vectors "
+                             f"at layer {layer}, fewer than the budget n_tokens={self.n_tokens}; sample about "
+                             f"{needed} {source.unit} (the corpus's count) or lower the token budget")
+
+
+def _loss_record(next_token: NextTokenLoss | None, loss_kind: str | None, no_loss: str | None, model, source,
+                 preprocessor, loss: dict | None, batch_size: int, device: torch.device) -> dict:
+    """The checkpoint's loss for the manifest: from the pass's own logits, from a masked pass of its own (masking
+    changes the hidden states measured), or none with the reason; and the seconds it took beyond the pass."""
     started = time.perf_counter()
     if next_token:
-        loss_record = next_token.record()
-    elif loss_kind == MASKED_LM:  # a pass of its own: masking changes the hidden states measured above
-        loss_record = masked_lm_loss(model, source, preprocessor, budget=loss["tokens"],
-                                     mask_probability=loss["mask_probability"], seed=loss["seed"],
-                                     batch_size=batch_size, device=input_device)
+        record = next_token.record()
+    elif loss_kind == MASKED_LM:
+        record = masked_lm_loss(model, source, preprocessor, budget=loss["tokens"],
+                                mask_probability=loss["mask_probability"], seed=loss["seed"],
+                                batch_size=batch_size, device=device)
     else:
-        loss_record = {"kind": None, "value": None, "tokens": 0, "reason": no_loss}
-    loss_record["seconds"] = round(time.perf_counter() - started, 3)  # the masked pass's own time, if any
-    logger.info("%s: %d tokens x %d layers in %.1f s (%.0f tokens/s), model load %.1f s; loss %s", name, n_tokens,
-                layers + 1, seconds, n_tokens / seconds, load_seconds, loss_record)
-    return {**pin, "tokenizer": tokenizer_location(entry, checkpoint), "family": family, "kind": entry.get("kind"),
-            "layers": layers, "modality": modality, "hidden_size": getattr(config, "hidden_size", None),
-            "tokens_per_layer": n_tokens, "windows_used": used, "items_used": items_used,
-            "positions_per_item": per_item, "max_length": max_length, "batch_size": batch_size,
-            "dtype": metadata["model_dtype"], "store_dtype": store_dtype, "device": str(input_device),
-            "special_tokens": special_tokens, "last_layer_after_final_norm": after_final_norm, **statistics,
-            "float32_layers": [layer for layer, shard in enumerate(shards) if shard.store_dtype != store_dtype],
-            "load_seconds": round(load_seconds, 3), "seconds": round(seconds, 3),
-            "tokens_per_second": round(n_tokens / seconds, 1), "loss": loss_record,
-            "fingerprint": fingerprint.record()}
+        record = {"kind": None, "value": None, "tokens": 0, "reason": no_loss}
+    record["seconds"] = round(time.perf_counter() - started, 3)
+    return record
 
 
 def _on_device(inputs: dict, device: torch.device, dtype: torch.dtype) -> dict:
@@ -253,6 +295,16 @@ def _positions_per_item(keeps: list[torch.Tensor], k: int | None, unit: str, nam
                          f"extraction.positions_per_image = {k}, which every image model of the config keeps; set "
                          f"it to at most {fewest}")
     return k
+
+
+def _forward_fitting(model, inputs: dict, batch_size: int):
+    """`_forward`, or None after a CUDA out-of-memory at a batch size that can still be halved."""
+    try:
+        return _forward(model, inputs)
+    except torch.cuda.OutOfMemoryError:
+        if batch_size == 1:
+            raise
+    return None  # returned outside the except block, so that the failed pass's tensors can be freed
 
 
 def _forward(model, inputs: dict):
