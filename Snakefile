@@ -66,6 +66,18 @@ for target in EXPERIMENT.named_targets():
         localrule: True
 
 
+# Any other name is no target of this config (every output lies under results/): instead of Snakemake's bare "No rule
+# to produce", an error that lists the targets there are.
+rule name_the_targets:
+    input:
+        no_such_target,
+    output:
+        "{target}",
+    wildcard_constraints:
+        target="[A-Za-z_][A-Za-z0-9_]*",
+    localrule: True
+
+
 onstart:
     claim_results_root()
 

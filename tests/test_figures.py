@@ -278,11 +278,13 @@ def test_plan_names_every_figure_of_the_demo_and_its_files_arguments_and_labels(
     assert experiment.figure_inputs("anisotropy_by_layer") == [  # no baseline, though MiniLM has one
         f"results/tables/models/{model}/checkpoints.summary.parquet"
         for model in ("demo-bert", "all-MiniLM-L6-v2", "demo-pythia")]
-    # one named target per figure kind where the entries name none (the demo: the kind's name, or godey), and the
-    # other deliverables'
+    # where the entries name none, the paper's numbers (the second profile entry figure3), else the kind's name; and
+    # the other deliverables'
     assert {name: len(outputs) for name, outputs in experiment.named_targets().items()} == {
-        "anisotropy_by_layer": 2, "profile_across_checkpoints": 4, "id_across_checkpoints": 2, "id_estimators": 2,
-        "loss_across_checkpoints": 4, "godey": 2, "rajaee_pilehvar": 7, "tables": 4, "claims": 2}
+        "figure1": 2, "figure2": 2, "figure3": 2, "figure4": 2, "figure5": 2, "loss_across_checkpoints": 4,
+        "godey": 2, "rajaee_pilehvar": 7, "tables": 4, "claims": 2}
+    assert experiment.named_targets()["figure3"] == ["results/figures/profile_demo-bert_anisotropy.png",
+                                                     "results/figures/profile_demo-bert_anisotropy.pdf"]
     figure5 = experiment.figure("id_estimators_demo-pythia")
     assert figure5.outputs == ["results/figures/id_estimators_demo-pythia.png",
                                "results/figures/id_estimators_demo-pythia.pdf"]

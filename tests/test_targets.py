@@ -76,7 +76,7 @@ def test_a_run_ends_naming_each_failed_job_and_each_missing_deliverable_with_wha
     assert missing(experiment, {str(figure.relative_to(tmp_path))}, set(), started) == lines[:1]  # it was made
     figure.with_suffix(".pdf").unlink()
     assert missing(experiment, {str(figure.relative_to(tmp_path))}, set(), started)[1:] == [
-        "not made: profile_across_checkpoints (results/figures/profile_demo-bert_anisotropy.png): a job it needs "
+        "not made: figure3 (results/figures/profile_demo-bert_anisotropy.png): a job it needs "
         "failed or did not run (see above)"]
     # a figure left by an earlier run is not made by this one when one of its models failed here
     lines = missing(experiment, set(), {"godey"}, started)

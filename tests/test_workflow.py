@@ -381,3 +381,13 @@ def test_one_paper_figure_plans_only_its_own_models_jobs(tmp_path):
     assert models_of("figure3")[0] == models
     godey, _ = models_of("godey")
     assert godey and not [model for model in godey if model.startswith(("llama-2", "opt-", "pythia"))]
+
+
+def test_the_paper_s_figure_numbers_are_targets_of_the_demo_and_an_unknown_target_names_them(tmp_path):
+    demo = ["--configfile", str(REPO / "presets/demo.yaml")]
+    jobs = ran_jobs(snakemake("-n", "figure3", *demo, "--quiet", "rules", workdir=tmp_path))
+    assert jobs["plot_figure"] == 1 and "train_model" in jobs  # demo-bert's profile: its training, not demo-pythia's
+    unknown = snakemake("-n", "figure9", *demo, workdir=tmp_path, check=False)
+    assert unknown.returncode != 0
+    assert ("'figure9' is not a target of presets/demo.yaml; its targets: claims, figure1, figure2, figure3, figure4, "
+            "figure5, godey, loss_across_checkpoints, rajaee_pilehvar, tables") in unknown.stdout, unknown.stdout[-2000:]

@@ -44,6 +44,13 @@ if workflow.is_main_process:
 drop_unavailable(EXPERIMENT, PREFLIGHT)  # the targets leave out what needs them: made with --keep-going
 
 
+def no_such_target(wildcards):
+    """The input function of `name_the_targets`: an error naming this config's targets."""
+    named = sorted(rule.name for rule in workflow.rules if not rule.output and rule.name != "all")
+    raise ValueError(f"{wildcards.target!r} is not a target of {CONFIG_NAME}; its targets: {', '.join(named)} (or "
+                     "any file they make, e.g. results/figures/...)")
+
+
 def targets(name=None):
     """The input function of `all` (every target) and of each named target, giving its outputs, the preflight's
     problem with a model it needs raised instead, before any job (and before the results root is claimed), unless the

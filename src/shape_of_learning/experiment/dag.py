@@ -341,13 +341,14 @@ def plan_figures(kind: str, entry: dict | list, config: dict) -> list[Figure]:
     """The figures of one `figures.<kind>` entry (see `shape_of_learning.figures.kinds.FigureKind`), checked against
     the models and metrics of the config."""
     spec = FIGURE_KINDS[kind]
-    entries = entry if isinstance(entry, list) else [entry]
+    entries = [{"target": spec.target(position), **e}
+               for position, e in enumerate(entry if isinstance(entry, list) else [entry])]
     if spec.per_model:
         entries = [{**{key: value for key, value in e.items() if key != "models"}, "model": model}
                    for e in entries for model in e["models"]]
     figures = []
     for entry_arguments in entries:
-        target = entry_arguments.get("target", spec.target or kind)
+        target = entry_arguments["target"]
         arguments = {key: value for key, value in entry_arguments.items() if key != "target"}
         figure = Figure(spec.stem.format(**arguments), kind, arguments, target)
         if unknown := [m for m in figure.models if m not in config["models"]]:

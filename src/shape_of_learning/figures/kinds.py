@@ -29,7 +29,8 @@ class FigureKind:
 
     Its entry under `figures:` in the config (one schema entry, named as the function) gives one figure, or one per
     item of a list, or with `per_model` one per entry of its `models` (drawn with `model=`), built by the named
-    target of the entry's `target`, else of the kind's `target`, else of its name. Files: `paths.figure` of `stem`,
+    target of the entry's `target`, else the kind's target for the entry's place in its list (`targets`: the paper's
+    figure numbers), else the kind's name. Files: `paths.figure` of `stem`,
     formatted with the figure's arguments. The plotting function gets the entry's fields (less `target`,
     the named target that builds it) as keyword arguments, and those of `flagged`, `layer_average_over` and `groups`
     it takes, from the config (`shape_of_learning.experiment.dag.plan`). It reads its models' summary tables, or with
@@ -41,16 +42,22 @@ class FigureKind:
     stem: str
     per_model: bool = False
     reads: str = "summary"
-    target: str | None = None  # the named target of a figure whose entry has no `target`; None: the kind's name
+    targets: tuple[str, ...] = ()  # the named targets of its first entries where they have no `target`
+
+    def target(self, position: int) -> str:
+        """The named target of the kind's entry at `position` (in the config's list) that names none."""
+        return self.targets[position] if position < len(self.targets) else self.draw.__name__
 
 
 FIGURE_KINDS: dict[str, FigureKind] = {kind.draw.__name__: kind for kind in [
-    FigureKind(anisotropy_by_layer, "1: anisotropy, encoders vs decoders", "anisotropy_by_layer"),
-    FigureKind(profile_across_checkpoints, "2-3: profile across checkpoints", "profile_{model}_{metric}"),
-    FigureKind(id_across_checkpoints, "4: intrinsic dimension vs step", "id_across_checkpoints"),
-    FigureKind(id_estimators, "5: three ID estimators", "id_estimators_{model}", per_model=True),
+    FigureKind(anisotropy_by_layer, "1: anisotropy, encoders vs decoders", "anisotropy_by_layer", targets=("figure1",)),
+    FigureKind(profile_across_checkpoints, "2-3: profile across checkpoints", "profile_{model}_{metric}",
+               targets=("figure2", "figure3")),  # the paper's Bloom, then Pythia
+    FigureKind(id_across_checkpoints, "4: intrinsic dimension vs step", "id_across_checkpoints", targets=("figure4",)),
+    FigureKind(id_estimators, "5: three ID estimators", "id_estimators_{model}", per_model=True,
+               targets=("figure5",)),
     FigureKind(profile_by_modality, "Godey et al.: by modality, trained and at initialisation", "profile_by_modality",
-               target="godey"),
+               targets=("godey",)),
     FigureKind(loss_across_checkpoints, "loss and checkpoint health", "loss_{model}", per_model=True, reads="health"),
 ]}
 
