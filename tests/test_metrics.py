@@ -12,7 +12,6 @@ from scipy.spatial.distance import cdist, pdist
 from scipy.stats import ortho_group
 
 from shape_of_learning.experiment.config import ConfigError, validate_config
-from shape_of_learning.extraction import shards
 from shape_of_learning.figures.style import metric_label
 from shape_of_learning.metrics import (
     METRICS,
@@ -32,6 +31,7 @@ from shape_of_learning.metrics import (
     neighbours,
     twonn,
 )
+from shard_files import write_shard
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -311,7 +311,7 @@ def test_cli_prints_every_metric_as_json(tmp_path, capsys):
 def test_cli_reads_a_parquet_shard_and_names_its_layer_in_errors(tmp_path, capsys):
     X = gaussian(500, 8, 22).astype(np.float16)
     path = tmp_path / "layer_0.parquet"
-    shards.write_shard(path, X, metadata={"model": "tiny", "checkpoint": "step8", "layer": 0})
+    write_shard(path, X, metadata={"model": "tiny", "checkpoint": "step8", "layer": 0})
     cli.main([str(path), "--batch-size", "250", "--metrics", "anisotropy"])
     assert json.loads(capsys.readouterr().out)["anisotropy"]["mean"] == pytest.approx(
         compute_metrics(X, ["anisotropy"], batch_size=250).summary()["mean"][0], rel=1e-6)

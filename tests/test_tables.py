@@ -11,14 +11,21 @@ from shape_of_learning import paths
 from shape_of_learning.experiment.config import validate_config
 from shape_of_learning.experiment.dag import plan
 from shape_of_learning.experiment.verify import problems
-from shape_of_learning.extraction.shards import write_shard
 from shape_of_learning.metrics.layer import measure_layer
-from shape_of_learning.metrics.tables import LAYER_COLUMNS, SUMMARY_COLUMNS, VALUE_COLUMNS, combine_tables, model_tables
+from shape_of_learning.metrics.tables import LAYER_COLUMNS, combine_tables, model_tables
+from shard_files import write_shard
 
 MANIFEST = {"model": "m", "checkpoint": "step2", "step": 2, "layers": 4, "last_layer_after_final_norm": True,
             "dtype": "float32"}
 SETTINGS = {"names": ["anisotropy", "avg_cosine", "id_twonn"], "batch_size": 128, "batches": 2, "seed": 0,
             "device": "cpu", "settings": {}}
+
+# The columns docs/outputs.md promises, spelled out here: a change to the tables' constants must change these too.
+LAYER = ["model", "kind", "checkpoint", "step", "random_init", "dtype", "layer", "num_layers", "after_final_norm",
+         "degenerate", "metric", "batch", "value", "duplicates_removed"]
+VALUES = [*LAYER, "health", "drawn_as"]
+SUMMARY = ["model", "kind", "checkpoint", "step", "random_init", "dtype", "layer", "num_layers", "after_final_norm",
+           "degenerate", "metric", "health", "drawn_as", "mean", "std", "batches"]
 
 
 def test_a_layer_on_a_line_has_anisotropy_one_cosine_one_and_dimension_one(tmp_path):
@@ -30,7 +37,7 @@ def test_a_layer_on_a_line_has_anisotropy_one_cosine_one_and_dimension_one(tmp_p
     vectors = np.concatenate([t[:, None] * u, np.repeat(u[None] * 1.5, 6, axis=0)])
     write_shard(tmp_path / "layer_4.parquet", vectors, metadata={}, store_dtype="float32")
     table = measure_layer(tmp_path / "layer_4.parquet", MANIFEST, layer=4, kind="decoder", settings=SETTINGS)
-    assert list(table.columns) == LAYER_COLUMNS and len(table) == 3 * 2
+    assert list(table.columns) == LAYER and len(table) == 3 * 2
     means = table.groupby("metric")["value"].mean()
     assert means["anisotropy"] == pytest.approx(1, abs=1e-5)
     assert means["avg_cosine"] == pytest.approx(1, abs=1e-5)
@@ -63,7 +70,7 @@ def test_tables_carry_each_checkpoint_s_verdict_and_summarise_over_batches(tmp_p
     pd.DataFrame({"model": "m", "checkpoint": ["step1", "step2", "step3"], "step": [1, 2, 3],
                   "health": [None, "out of place", None], "drawn_as": [None, None, "step1"]}).to_parquet(health)
     values, summary = model_tables(files, health)
-    assert len(values) == 5 and list(values.columns) == VALUE_COLUMNS
+    assert len(values) == 5 and list(values.columns) == VALUES
     rows = summary.set_index("checkpoint")
     assert pd.isna(rows.loc["step1", "health"]) and rows.loc["step2", "health"] == "out of place"
     assert rows.loc["step3", "drawn_as"] == "step1"
@@ -84,7 +91,7 @@ def test_every_model_s_tables_combine_into_one_sorted_table_with_every_checkpoin
         summary.to_parquet(tmp_path / f"{name}.summary.parquet")
     values, summary, checkpoints = combine_tables([tmp_path / f"{name}.metrics.parquet" for name in parts],
                                                   [tmp_path / f"{name}.summary.parquet" for name in parts], [health])
-    assert len(values) == 4 and list(summary.columns) == SUMMARY_COLUMNS and len(checkpoints) == 2
+    assert len(values) == 4 and list(summary.columns) == SUMMARY and len(checkpoints) == 2
     assert summary["checkpoint"].tolist() == ["random-init", "step1", "step2"]  # by step, across the parts
     assert summary["health"].isna().tolist() == [True, True, False] and summary["health"].iloc[2] == "broken"
 

@@ -5,7 +5,7 @@ from pathlib import Path
 from shape_of_learning.corpus.clean import clean_dump, clean_wikitext
 from shape_of_learning.corpus.fetch import ChecksumError, CorpusUnavailableError, obtain
 from shape_of_learning.corpus.media import EXTENSIONS
-from shape_of_learning.corpus.windows import read_windows, sample_windows, windows_metadata, write_windows
+from shape_of_learning.corpus.windows import read_windows, sample_windows, write_windows
 
 MODALITIES = ("text", *EXTENSIONS)  # what a model reads: the text windows, or the sampled image or audio files
 GENSIM_WIKI_SAMPLE = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
@@ -32,5 +32,5 @@ def gensim_sample_path() -> Path:
 
 
 __all__ = ["MODALITIES", "ChecksumError", "CorpusUnavailableError", "clean_dump", "clean_wikitext",
-           "gensim_sample_path", "gensim_test_file", "obtain", "read_windows", "sample_windows", "windows_metadata",
+           "gensim_sample_path", "gensim_test_file", "obtain", "read_windows", "sample_windows",
            "write_windows"]

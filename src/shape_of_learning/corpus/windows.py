@@ -86,11 +86,3 @@ def read_windows(path: Path) -> list[str]:
     if not np.array_equal(windows, np.arange(len(windows))):
         raise ValueError(f"{path}: window ids are not 0..{len(windows) - 1}; rewrite it with write_windows()")
     return table.column("text").to_pylist()
-
-
-def windows_metadata(path: Path) -> dict:
-    """The sampling metadata stored by `write_windows`: seed, n_windows, window_chars, source, source_sha256, ..."""
-    metadata = pq.read_schema(path).metadata or {}
-    if METADATA_KEY not in metadata:
-        raise ValueError(f"{path} has no {METADATA_KEY.decode()} metadata; write it with write_windows()")
-    return json.loads(metadata[METADATA_KEY])

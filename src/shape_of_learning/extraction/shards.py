@@ -117,13 +117,6 @@ class ShardWriter:
         self.tmp_path.unlink(missing_ok=True)
 
 
-def write_shard(path, vectors, *, metadata: dict, store_dtype: str = "float16", windows=None, positions=None,
-                token_ids=None) -> None:
-    """Write one (n, D) array (numpy or torch) as a complete shard; index columns default to -1."""
-    with ShardWriter(path, metadata=metadata, store_dtype=store_dtype) as shard:
-        shard.append(vectors, windows=windows, positions=positions, token_ids=token_ids)
-
-
 def read_parquet(path, columns=None, fix: str = "delete it and rerun snakemake, which writes it again") -> pa.Table:
     """Read a Parquet file written by this pipeline; a truncated or corrupt one raises an error naming it and `fix`."""
     try:
