@@ -3,10 +3,8 @@ out as huggingface_hub's, shard bytes worked out by hand, the Hub asked only wit
 in the output of a real `snakemake -n`, not of a real run."""
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -23,10 +21,10 @@ from shape_of_learning.experiment.disk import Bytes, peak, summary
 from shape_of_learning.models import pinning
 
 from hf_cache import add_revision
+from workflow_runs import run_snakemake
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "tests" / "presets" / "tiny.yaml"
-SNAKEMAKE = Path(sys.executable).parent / "snakemake"
 REPO_ID = "EleutherAI/pythia-tiny"
 
 
@@ -144,10 +142,7 @@ def test_hub_sizes_only_when_asked(run, monkeypatch, capsys):
 
 
 def snakemake(workdir: Path, *args) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1",
-           "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([SNAKEMAKE, "--directory", workdir, "--configfile", TINY, *args], cwd=REPO, env=env,
-                          capture_output=True, text=True)
+    return run_snakemake(workdir, "--configfile", TINY, *args)
 
 
 @pytest.mark.slow

@@ -31,6 +31,7 @@ from shape_of_learning.extraction.shards import read_parquet, read_shard
 from shape_of_learning.models.checkpoints import checkpoints
 from shape_of_learning.models.hf_cache import evict_weights
 from shape_of_learning.models.pinning import pin, read_lock
+from workflow_runs import run_snakemake
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "tests" / "presets" / "tiny.yaml"
@@ -43,11 +44,7 @@ pytestmark = pytest.mark.slow
 def snakemake(workdir: Path, *args, config: Path = TINY, check: bool = True) -> subprocess.CompletedProcess:
     """The snakemake a user runs (from the repository, so profiles/default applies), on `workdir`, with the tiny
     preset and `config` read after it."""
-    done = subprocess.run([SNAKEMAKE, "--directory", workdir, "--configfile", *configfiles(config), *map(str, args)],
-                          cwd=REPO, env=ENV, capture_output=True, text=True)
-    if check and done.returncode != 0:
-        raise AssertionError(f"snakemake {args} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    return done
+    return run_snakemake(workdir, "--configfile", *configfiles(config), *args, check=check)
 
 
 def configfiles(config: Path) -> list[Path]:

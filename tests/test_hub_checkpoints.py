@@ -12,9 +12,7 @@ runs pin, extraction, health, metrics, tables and figures on them with HF_HUB_OF
 
 import io
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +30,7 @@ from shape_of_learning.models import training
 from shape_of_learning.models.training import byte_tokenizer
 
 from hf_cache import add_revision
+from workflow_runs import OFFLINE, run_snakemake
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHIA, BLOOM, BLOOM_TOKENIZER = "EleutherAI/pythia-tiny", "bigscience/bloom-tiny-intermediate", "bigscience/bloom-tiny"
@@ -126,10 +125,8 @@ def experiment(pythia_checkpoints: list[str]) -> dict:
 
 def snakemake(workdir: Path, config: dict, cache: Path, *targets) -> subprocess.CompletedProcess:
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
-    env = {**os.environ, "HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory",
-                           str(workdir), "--configfile", str(workdir / "config.yaml"), "--cores", "2", *targets],
-                          capture_output=True, text=True, env=env)
+    return run_snakemake(workdir, "--configfile", workdir / "config.yaml", "--cores", "2", *targets,
+                         env={**OFFLINE, "HF_HUB_CACHE": str(cache)})
 
 
 def test_a_configured_revision_the_repository_lacks_stops_at_its_pin_naming_the_nearest(hub_cache, tmp_path):

@@ -383,7 +383,7 @@ def test_a_layer_of_identical_vectors_is_marked_degenerate_left_out_of_the_figur
     baseline = summary.assign(checkpoint="random-init", random_init=True)  # a floor with the same dead layers
     figure = draw_godey(pd.concat([summary, baseline], ignore_index=True), tmp_path)
     notes = " ".join(text.get_text() for text in figure.texts)
-    assert f"degenerate layers" in notes and f"tiny/main layers 1-{layers}" in notes.replace("\n", " ")
+    assert "degenerate layers" in notes and f"tiny/main layers 1-{layers}" in notes.replace("\n", " ")
     assert f"tiny/random-init layers 1-{layers}" in notes.replace("\n", " ")
     as_read = without_degenerate(summary.assign(std=0.01))  # as the claims' reader gives it, with a batch-to-batch std
     assert final_profile(as_read, "tiny", "avg_cosine")["layer"].tolist() == [0]

@@ -6,7 +6,6 @@ modalities can be left out; downloads wait in lanes."""
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from shape_of_learning.__main__ import main
 from shape_of_learning.experiment.config import load_config, validate_config
 from shape_of_learning.experiment.dag import plan
 from shape_of_learning.experiment.preflight import config_depth, layer_problems, missing_data
+from workflow_runs import run_snakemake
 
 REPO = Path(__file__).resolve().parents[1]
 IMAGENET = "data/imagenet/ILSVRC2012_img_val.tar"
@@ -143,8 +143,7 @@ def test_verify_refuses_a_folder_another_config_wrote(tmp_path, capsys):
 
 
 def snakemake(workdir: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory",
-                           str(workdir), *args], capture_output=True, text=True, env=env)
+    return run_snakemake(workdir, *args, env=env)
 
 
 @pytest.mark.slow

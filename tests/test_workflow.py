@@ -20,17 +20,14 @@ from shape_of_learning.experiment.config import load_config, validate_config
 from shape_of_learning.experiment.dag import layers_in_group, plan
 from shape_of_learning.experiment.verify import problems
 from shape_of_learning.models.schedules import log_then_linear
+from workflow_runs import run_snakemake
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow  # Snakemake processes on the real DAG: `make check` dry-runs it itself
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
 
 
 def snakemake(*args, workdir: Path, check=True, env=None) -> subprocess.CompletedProcess:
-    result = subprocess.run([*SNAKEMAKE, "--directory", str(workdir), *args], capture_output=True, text=True, env=env)
-    if check and result.returncode != 0:
-        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
-    return result
+    return run_snakemake(workdir, *args, env=env, check=check)
 
 
 def verify(workdir: Path, *configfiles: str, env=None) -> subprocess.CompletedProcess:
