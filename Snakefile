@@ -19,8 +19,10 @@ sys.path.insert(0, SRC)
 # A preset given with --configfile replaces config.yaml instead of merging into it, so that the paper's models never
 # leak into a demo run. Several --configfile files merge, later ones win (presets/ci.yaml is an overlay on
 # presets/demo.yaml); --config key=value still tweaks whichever files are in use.
+from shape_of_learning import DEFAULT_CONFIG
+
 if not workflow.config_settings.configfiles:
-    configfile: Path(workflow.basedir) / "config.yaml"
+    configfile: Path(workflow.basedir) / DEFAULT_CONFIG
 
 
 include: "workflow/rules/common.smk"

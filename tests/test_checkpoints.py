@@ -154,6 +154,8 @@ def test_a_validated_entry_holds_every_key_the_stages_read(entry):
      r"checkpoints.revision: 'v1' does not match"),
     ({**GPT2, "checkpoints": {"schedule": {"last": 10, "every": 5}}}, "checkpoints: 'revision' is a required property"),
     ({**GPT2, "checkpoints": [{"revision": "x"}]}, "checkpoints.0: 'name' is a required property"),
+    ({"train": {"arch": "llama", "steps": [0, 10]}, "kind": "decoder", "layers": 2},
+     "train.arch: 'llama' is not allowed; allowed: gpt_neox, bert, vit, resnet"),
 ])
 def test_schema_rejects_bad_entries_naming_the_key_and_what_is_allowed(entry, message):
     with pytest.raises(ConfigError, match=f"^model entry(: |\\.){message}"):
@@ -169,3 +171,6 @@ def test_a_minimal_config_validates_and_every_section_without_a_required_key_get
     assert config["figures"]["anisotropy_by_layer"]["metric"] == "anisotropy"
     with pytest.raises(ConfigError, match="'corpus' is a required property"):
         validate_config({"models": {"minilm": copy.deepcopy(MINILM)}, "figures": {}})
+    with pytest.raises(ConfigError, match="extraction.special_tokens: 'drop' is not allowed; allowed: exclude, include"):
+        validate_config({"corpus": {"name": "c"}, "models": {"minilm": copy.deepcopy(MINILM)}, "figures": {},
+                         "extraction": {"special_tokens": "drop"}})

@@ -22,10 +22,11 @@ import os
 import sys
 from pathlib import Path
 
+from shape_of_learning import DEFAULT_CONFIG, REPOSITORY
 from shape_of_learning.experiment import results_root
 from shape_of_learning.experiment.config import load_config
 
-REPO_CONFIG = Path(__file__).resolve().parents[2] / "config.yaml"
+REPO_CONFIG = REPOSITORY / DEFAULT_CONFIG
 # Each command imports what reads shape_of_learning.paths only after `_load` has exported the config's results root,
 # which paths reads at import.
 

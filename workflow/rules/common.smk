@@ -8,7 +8,7 @@ from shape_of_learning.experiment import results_root
 from shape_of_learning.experiment.config import (extraction_settings, read_config_file, result_settings,
                                                  shards_scratch, validate_config)
 
-CONFIG_FILES = workflow.config_settings.configfiles or [Path(workflow.basedir) / "config.yaml"]
+CONFIG_FILES = workflow.config_settings.configfiles or [Path(workflow.basedir) / DEFAULT_CONFIG]
 for config_file in CONFIG_FILES:
     read_config_file(config_file)  # Snakemake's reading keeps the last of two equal keys; refuse them instead
 validate_config(config)  # against workflow/schemas/, before any job runs; fills in every default
@@ -48,7 +48,7 @@ def no_such_target(wildcards):
     """The input function of `name_the_targets`: an error naming this config's targets."""
     named = sorted(rule.name for rule in workflow.rules if not rule.output and rule.name != "all")
     raise ValueError(f"{wildcards.target!r} is not a target of {CONFIG_NAME}; its targets: {', '.join(named)} (or "
-                     "any file they make, e.g. results/figures/...)")
+                     "any file they make)")
 
 
 def targets(name=None):

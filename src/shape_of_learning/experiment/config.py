@@ -1,9 +1,10 @@
 """The config: validated against workflow/schemas/ before any job runs, and what of it reruns a job.
 
-The schemas are the one source of every setting's default. Three lists they hold are filled in from the code's
-registries, so that each is declared once: the metric names (`shape_of_learning.metrics.registry.METRICS`), the
-modalities (`shape_of_learning.corpus.MODALITIES`) and the cost model's calibrations
-(`shape_of_learning.experiment.calibration.CALIBRATIONS`). A setting marked ``x-rerun: false`` in a schema cannot change
+The schemas are the one source of every setting's default. The lists of allowed values they hold are filled in from
+the code that reads them, so that each is declared once: the metric names (`shape_of_learning.metrics.registry.METRICS`),
+the modalities (`shape_of_learning.corpus.MODALITIES`), the cost model's calibrations
+(`shape_of_learning.experiment.calibration.CALIBRATIONS`), the special-token policies and shard float types
+(`shape_of_learning.extraction`) and the architectures the pipeline trains (`shape_of_learning.models.ARCHITECTURES`). A setting marked ``x-rerun: false`` in a schema cannot change
 any result (a device, a batch size, what is kept on disk, which jobs exist): `result_settings` leaves it out of a
 job's params, so changing it reruns nothing. Rule scripts read every setting from the validated config.
 """
@@ -17,16 +18,20 @@ from pathlib import Path
 
 import yaml
 
+from shape_of_learning import REPOSITORY
 from shape_of_learning.corpus import MODALITIES
 from shape_of_learning.experiment import results_root
 from shape_of_learning.experiment.calibration import CALIBRATIONS
+from shape_of_learning.extraction import SPECIAL_TOKEN_POLICIES
+from shape_of_learning.extraction.shards import STORE_DTYPES
 from shape_of_learning.metrics.registry import METRICS
+from shape_of_learning.models import ARCHITECTURES
 
 # libyaml's parser, where PyYAML was built with it (its wheels are): every Snakemake process reads the config files and
 # the schemas while it parses the Snakefile (a SLURM job starts two), and pure-Python YAML took about 0.1 s of the
 # 1.4 s that `snakemake -n` of one finished file takes.
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-SCHEMAS = Path(__file__).resolve().parents[3] / "workflow" / "schemas"
+SCHEMAS = REPOSITORY / "workflow" / "schemas"
 CONFIG_SCHEMA, MODEL_SCHEMA = "config.schema.yaml", "model.schema.yaml"
 # Keys renamed: (the path of the key's mapping, its old name) -> its name now, refused before the schema, naming it
 RENAMED_KEYS = {((), "finetuning"): "rajaee_pilehvar", (("figures",), "by_modality"): "profile_by_modality"}
@@ -39,9 +44,8 @@ class ConfigError(ValueError):
 
 @functools.cache
 def schemas() -> dict[str, dict]:
-    """Both schemas, by file name, with the registries' lists filled in (the enum of `$defs/metric` and the default
-    of `metrics.names`; the enum of a model's `modality`; the enum of `cost.calibration`). Read once per process;
-    not to be modified."""
+    """Both schemas, by file name, with the code's lists of allowed values filled in (the module's docstring; the
+    default of `metrics.names` too). Read once per process; not to be modified."""
     config, model = (yaml.load((SCHEMAS / name).read_text(), Loader=SAFE_LOADER)
                      for name in (CONFIG_SCHEMA, MODEL_SCHEMA))
     config["$defs"]["metric"]["enum"] = list(METRICS)
@@ -50,6 +54,10 @@ def schemas() -> dict[str, dict]:
     config["properties"]["modalities"]["items"]["enum"] = list(MODALITIES)
     config["properties"]["modalities"]["default"] = list(MODALITIES)
     config["properties"]["cost"]["properties"]["calibration"]["enum"] = list(CALIBRATIONS)
+    extraction = config["properties"]["extraction"]["properties"]
+    extraction["special_tokens"]["enum"] = list(SPECIAL_TOKEN_POLICIES)
+    extraction["store_dtype"]["enum"] = list(STORE_DTYPES)
+    model["properties"]["train"]["properties"]["arch"]["enum"] = list(ARCHITECTURES)
     return {CONFIG_SCHEMA: config, MODEL_SCHEMA: model}
 
 

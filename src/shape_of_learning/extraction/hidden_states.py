@@ -22,6 +22,7 @@ from tqdm import tqdm
 from transformers import AutoConfig
 
 from shape_of_learning import network, paths
+from shape_of_learning.extraction import SPECIAL_TOKEN_POLICIES
 from shape_of_learning.extraction.batch_norm import at_defaults, batch_norms, estimate_statistics, estimation_chunks
 from shape_of_learning.extraction.families import MASKED_LM, NEXT_TOKEN, depth, last_layer_after_final_norm
 from shape_of_learning.extraction.fingerprint import Fingerprint
@@ -35,7 +36,6 @@ from shape_of_learning.models.checkpoints import Checkpoint, tokenizer_location
 
 logger = logging.getLogger(__name__)
 
-SPECIAL_TOKEN_POLICIES = ("exclude", "include")
 
 
 def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out_dir: Path, *,

@@ -39,9 +39,10 @@ from transformers import (
     ViTImageProcessor,
 )
 
+from shape_of_learning.models import ARCHITECTURES
+
 logger = logging.getLogger(__name__)
 
-ARCHITECTURES = ("gpt_neox", "bert", "vit", "resnet")
 IMAGE_ARCHITECTURES = ("vit", "resnet")
 # Special tokens take the first ids; bytes follow. Pythia's names for the decoder, BERT's for the encoder.
 DECODER_SPECIAL_TOKENS = {"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>", "pad_token": "<|padding|>"}
@@ -222,7 +223,7 @@ def train(arch: str, corpus: Path, out_root: Path, save_steps: list[int], *, see
     actually granted, since oversubscribed cores slow CPU training by up to 10x.
     Returns the checkpoint dirs in save_steps order (sorted, deduplicated).
     """
-    if arch not in ARCHITECTURES:
+    if arch not in ARCHITECTURES:  # outside the workflow, whose schema refuses it first
         raise ValueError(f"unknown arch {arch!r}; choose one of {ARCHITECTURES}")
     valid = [field.name for field in dataclasses.fields(Hyperparameters)]
     if unknown := sorted(set(hyperparameters) - set(valid)):
