@@ -13,7 +13,7 @@ from shape_of_learning.experiment.dag import plan
 from shape_of_learning.extraction.hidden_states import extract
 from shape_of_learning.extraction.shards import read_shard
 from shape_of_learning.figures.profile_by_modality import model_group, profile_by_modality
-from shape_of_learning.figures.paper import anisotropy_by_layer, profile_across_checkpoints
+from shape_of_learning.figures.razzhigaev import anisotropy_by_layer, profile_across_checkpoints
 from shape_of_learning.metrics.tables import SUMMARY_COLUMNS, model_tables
 from shape_of_learning.models.checkpoints import RANDOM_INIT, RandomInit, checkpoints, random_init
 from shape_of_learning.models.pinning import pin, pin_random_init

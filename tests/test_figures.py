@@ -10,7 +10,7 @@ import pytest
 
 from shape_of_learning.experiment.config import load_config, schemas
 from shape_of_learning.experiment.dag import plan
-from shape_of_learning.figures import paper as figures
+from shape_of_learning.figures import razzhigaev as figures
 from shape_of_learning.figures.kinds import FIGURE_KINDS, Figure
 from shape_of_learning.figures.loss import loss_across_checkpoints
 from shape_of_learning.health.assess import assess

@@ -14,7 +14,7 @@ from shape_of_learning.figures.rows import apply_health
 from shape_of_learning.health.assess import COLUMNS, assess
 from shape_of_learning.health.duplicates import fingerprint_distance, identical_files, same_behaviour
 from shape_of_learning.health.own_step import FITS, MISFITS, UNKNOWN, place, standard_error
-from shape_of_learning.health.position import non_increasing_fit, out_of_place
+from shape_of_learning.health.loss_trend import non_increasing_fit, out_of_place
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = json.loads((REPO / "tests" / "data" / "demo_losses.json").read_text())

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from shape_of_learning import paths
 from shape_of_learning.figures.loss import loss_across_checkpoints
-from shape_of_learning.figures.paper import (
+from shape_of_learning.figures.razzhigaev import (
     anisotropy_by_layer,
     id_across_checkpoints,
     id_estimators,

@@ -19,7 +19,7 @@ bound is skipped).
 import numpy as np
 import pandas as pd
 
-from shape_of_learning.health.position import out_of_place
+from shape_of_learning.health.loss_trend import out_of_place
 
 
 def judge(rows: pd.DataFrame, settings: dict) -> pd.DataFrame:
