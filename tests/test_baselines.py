@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from shape_of_learning.experiment.config import ConfigError, load_config, validate_model_entry
-from shape_of_learning.experiment.dag import plan
+from shape_of_learning.experiment.plan import plan
 from shape_of_learning.extraction.hidden_states import extract
 from shape_of_learning.extraction.shards import read_shard
 from shape_of_learning.figures.profile_by_modality import model_group, profile_by_modality

@@ -27,7 +27,7 @@ from shape_of_learning.claims import scorecard as card_module
 from shape_of_learning.claims.catalogue import CLAIMS
 from shape_of_learning.experiment.config import ConfigError, load_config, validate_config
 from shape_of_learning.experiment import verify as verify_module
-from shape_of_learning.experiment.dag import plan
+from shape_of_learning.experiment.plan import plan
 from shape_of_learning.experiment.outcome import drop_unavailable
 from shape_of_learning.figures.profile_by_modality import model_group
 from shape_of_learning.health.assess import COLUMNS as HEALTH_COLUMNS

@@ -20,7 +20,7 @@ from shape_of_learning.__main__ import main
 from shape_of_learning.experiment import cost, disk, model_sizes
 from shape_of_learning.experiment.calibration import CALIBRATIONS, Calibration, write_rate
 from shape_of_learning.experiment.config import ConfigError, load_config, validate_config
-from shape_of_learning.experiment.dag import plan
+from shape_of_learning.experiment.plan import plan
 from shape_of_learning.experiment.model_sizes import ModelSize
 
 from hf_cache import add_revision

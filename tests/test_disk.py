@@ -16,7 +16,7 @@ from huggingface_hub import constants
 from shape_of_learning.__main__ import main
 from shape_of_learning.experiment import disk
 from shape_of_learning.experiment.config import validate_config
-from shape_of_learning.experiment.dag import plan
+from shape_of_learning.experiment.plan import plan
 from shape_of_learning.experiment.disk import Bytes, peak, summary
 from shape_of_learning.models import pinning
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from shape_of_learning.experiment.config import load_config, schemas
-from shape_of_learning.experiment.dag import plan
+from shape_of_learning.experiment.plan import plan
 from shape_of_learning.figures import razzhigaev as figures
 from shape_of_learning.figures.kinds import FIGURE_KINDS, Figure
 from shape_of_learning.figures.loss import loss_across_checkpoints

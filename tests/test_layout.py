@@ -62,7 +62,7 @@ def test_no_module_imports_from_a_floor_above_its_own():
 def test_the_import_check_sees_relative_and_absolute_imports(tmp_path):
     assert package_imports(PACKAGE / "metrics" / "layer.py") >= {"shape_of_learning.extraction.shards",
                                                                 "shape_of_learning.metrics.batches"}
-    assert "shape_of_learning.paths" in package_imports(PACKAGE / "experiment" / "dag.py")
+    assert "shape_of_learning.paths" in package_imports(PACKAGE / "experiment" / "plan.py")
     assert "shape_of_learning.__init__" in package_imports(PACKAGE / "paths.py")  # RESULTS_VARIABLE
     assert floor("shape_of_learning.figures.kinds") > floor("shape_of_learning.metrics.registry")
 

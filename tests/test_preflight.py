@@ -13,7 +13,7 @@ import yaml
 
 from shape_of_learning.__main__ import main
 from shape_of_learning.experiment.config import load_config, validate_config
-from shape_of_learning.experiment.dag import plan
+from shape_of_learning.experiment.plan import plan
 from shape_of_learning.experiment.preflight import config_depth, layer_problems, missing_data
 from workflow_runs import run_snakemake
 

@@ -18,7 +18,8 @@ from scipy.stats import ortho_group
 from shape_of_learning import paths
 from shape_of_learning.corpus import ChecksumError
 from shape_of_learning.experiment.config import ConfigError, load_config, read_config_file, validate_config
-from shape_of_learning.experiment.dag import Pair, plan, seed_model, split_reference
+from shape_of_learning.experiment.plan import plan
+from shape_of_learning.rajaee_pilehvar.plan import Pair, seed_model, split_reference
 from shape_of_learning.metrics.isotropy import isotropy_iw, isotropy_iw_notebook, isotropy_iw_sign_draws
 from shape_of_learning.rajaee_pilehvar import CITATION, analysis, datasets, settings
 from shape_of_learning.rajaee_pilehvar.analysis import (CLUSTERED, analyse, hidden_tokens, occurrences,
@@ -615,7 +616,7 @@ def test_a_dataset_without_a_source_or_with_the_wrong_file_shape_is_rejected_wit
 
 
 def test_finetune_entries_need_the_finetuning_section():
-    from shape_of_learning.experiment.dag import plan_pairs
+    from shape_of_learning.rajaee_pilehvar.plan import plan_pairs
 
     config = {"models": {"bert-stsb": {"finetune": {"base": "bert", "data": "stsb/train"}}}}
     with pytest.raises(ValueError, match=r"add it \(see config.yaml\)"):

@@ -33,16 +33,21 @@ def overlay(tmp_path: Path, folder: str) -> Path:
 # --- every path under the root, in any process ---------------------------------------------------------------------
 
 def test_paths_and_the_constants_computed_from_them_lie_under_the_exported_root():
-    show = ("from shape_of_learning import paths; from shape_of_learning.experiment import dag; "
+    show = ("from shape_of_learning import paths; "
             "print(paths.SUMMARY, paths.REPORT, paths.log('tabulate_metrics'), paths.lock('m', 'c'), "
-            "dag.RAJAEE_PILEHVAR_TABLES[0], paths.WRITTEN_BY)")
+            "paths.RAJAEE_PILEHVAR_TABLES[0], paths.RAJAEE_PILEHVAR_REPORT, paths.RAJAEE_PILEHVAR_FIGURES[2][1], "
+            "paths.WRITTEN_BY)")
     assert python("-c", show, env={**ENV, RESULTS_VARIABLE: "runs/demo"}).stdout.split() == [
         "runs/demo/tables/summary.parquet", "runs/demo/report.html", "runs/demo/logs/tabulate_metrics.log",
-        "runs/demo/lock/m/c.json", "runs/demo/tables/rajaee_pilehvar_table1.csv", "runs/demo/.written-by.json"]
+        "runs/demo/lock/m/c.json", "runs/demo/tables/rajaee_pilehvar_table1.csv",
+        "runs/demo/tables/rajaee_pilehvar_tables.html", "runs/demo/figures/rajaee_pilehvar_figure2.pdf",
+        "runs/demo/.written-by.json"]
     default = {key: value for key, value in ENV.items() if key != RESULTS_VARIABLE}
     assert python("-c", show, env=default).stdout.split() == [
         "results/tables/summary.parquet", "results/report.html", "logs/tabulate_metrics.log",
-        "results/lock/m/c.json", "results/tables/rajaee_pilehvar_table1.csv", "results/.written-by.json"]
+        "results/lock/m/c.json", "results/tables/rajaee_pilehvar_table1.csv",
+        "results/tables/rajaee_pilehvar_tables.html", "results/figures/rajaee_pilehvar_figure2.pdf",
+        "results/.written-by.json"]
 
 
 def test_export_sets_the_config_s_root_and_clears_a_stale_one(monkeypatch):

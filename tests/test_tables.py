@@ -9,7 +9,7 @@ import pytest
 
 from shape_of_learning import paths
 from shape_of_learning.experiment.config import validate_config
-from shape_of_learning.experiment.dag import plan
+from shape_of_learning.experiment.plan import plan
 from shape_of_learning.experiment.verify import problems
 from shape_of_learning.metrics.layer import measure_layer
 from shape_of_learning.metrics.tables import LAYER_COLUMNS, combine_tables, model_tables

@@ -9,7 +9,7 @@ import pytest
 
 from shape_of_learning import paths
 from shape_of_learning.experiment.config import load_config
-from shape_of_learning.experiment.dag import plan
+from shape_of_learning.experiment.plan import plan
 from shape_of_learning.experiment.outcome import drop_unavailable, failed_jobs, missing
 
 REPO = Path(__file__).resolve().parents[1]

@@ -17,7 +17,7 @@ from shape_of_learning.claims.catalogue import CLAIMS
 from shape_of_learning.claims.scorecard import COLUMNS
 from shape_of_learning.claims.scorecard import lines as scorecard_lines
 from shape_of_learning.experiment.config import load_config, validate_config
-from shape_of_learning.experiment.dag import layers_in_group, plan
+from shape_of_learning.experiment.plan import layers_in_group, plan
 from shape_of_learning.experiment.verify import problems
 from shape_of_learning.models.schedules import log_then_linear
 from workflow_runs import run_snakemake

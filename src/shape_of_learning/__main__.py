@@ -70,7 +70,7 @@ def _volumes(args):
     os.chdir(args.directory)  # where the run's locks and relative `path:` entries are
     config = _load(*configfiles)
     from shape_of_learning.experiment import disk
-    from shape_of_learning.experiment.dag import plan
+    from shape_of_learning.experiment.plan import plan
 
     experiment = plan(config)
     return config, experiment, disk.volumes(experiment.checkpoints, experiment.models, experiment.tokens_per_layer,

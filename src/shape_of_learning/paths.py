@@ -165,6 +165,9 @@ def dataset_lock(name: str = "{dataset}") -> str:
 
 
 RAJAEE_PILEHVAR_TABLES = [table(f"rajaee_pilehvar_table{number}.csv") for number in (1, 2)]  # Tables 1-2, tidy
+RAJAEE_PILEHVAR_REPORT = table("rajaee_pilehvar_tables.html")  # Tables 1-2 as the paper lays them out
+RAJAEE_PILEHVAR_FIGURES = {number: [figure(f"rajaee_pilehvar_figure{number}", ext) for ext in FIGURE_FORMATS]
+                           for number in (1, 2)}
 
 
 def isotropy_settings(dataset: str = "{dataset}", split: str = "{split}", model: str = "{model}",

@@ -17,7 +17,8 @@ results_root.export(config)  # before the imports below: shape_of_learning.paths
 from shape_of_learning import paths
 from shape_of_learning.corpus import MODALITIES
 from shape_of_learning.experiment import cost, preflight
-from shape_of_learning.experiment.dag import SERIES, parse_reference, plan
+from shape_of_learning.experiment.plan import SERIES, plan
+from shape_of_learning.rajaee_pilehvar.plan import parse_reference
 from shape_of_learning.experiment.outcome import drop_unavailable, missing
 from shape_of_learning.models import download
 from shape_of_learning.models.checkpoints import RANDOM_INIT

@@ -3,7 +3,7 @@
 # The fine-tuned models are the runs of a `finetune:` entry, one per seed of rajaee_pilehvar.seeds, each a model of the
 # planned registry, so extraction and the per-layer metrics treat them like any other model. Included where the
 # config has a `rajaee_pilehvar:` section; its jobs are EXPERIMENT.analyses.
-from shape_of_learning.experiment.dag import RAJAEE_PILEHVAR_FIGURES, RAJAEE_PILEHVAR_REPORT, RAJAEE_PILEHVAR_TABLES
+from shape_of_learning.paths import RAJAEE_PILEHVAR_FIGURES, RAJAEE_PILEHVAR_REPORT, RAJAEE_PILEHVAR_TABLES
 
 
 wildcard_constraints:

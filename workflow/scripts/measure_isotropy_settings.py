@@ -1,7 +1,7 @@
 import pandas as pd
 
 from shape_of_learning import paths
-from shape_of_learning.experiment.dag import parse_reference
+from shape_of_learning.rajaee_pilehvar.plan import parse_reference
 from shape_of_learning.logs import job_logging
 from shape_of_learning.models.pinning import read_lock
 from shape_of_learning.rajaee_pilehvar.analysis import analyse

@@ -4,7 +4,7 @@ from pathlib import Path
 import pandas as pd
 
 from shape_of_learning import paths
-from shape_of_learning.experiment.dag import layers_in_group
+from shape_of_learning.experiment.plan import layers_in_group
 from shape_of_learning.logs import job_logging
 from shape_of_learning.metrics.layer import measure_layer
 

@@ -5,7 +5,7 @@ the predicate it is judged by, in words with the config's thresholds and in code
 shape_of_learning.claims.predicates), and the thresholds it reads (the config's `claims:`, defaults and rationale in
 workflow/schemas/config.schema.yaml; docs/claims.md).
 
-A claim's groups are planned from the planned experiment (shape_of_learning.experiment.dag.Experiment, passed in:
+A claim's groups are planned from the planned experiment (shape_of_learning.experiment.plan.Experiment, passed in:
 this package sits below the planning layer): its figures, model registry, random-init baselines and Rajaee & Pilehvar
 analyses. A group lists the files it reads, each with the models whose jobs make it (`Group.files`), so that a run
 without a model still judges every claim that does not need it.

@@ -31,7 +31,7 @@ import numpy as np
 
 from shape_of_learning.experiment import model_sizes
 from shape_of_learning.experiment.calibration import CALIBRATIONS, Calibration
-from shape_of_learning.experiment.dag import Experiment, layers_in_group
+from shape_of_learning.experiment.plan import Experiment, layers_in_group
 from shape_of_learning.experiment.disk import Bytes, ModelVolume, human, shard_bytes
 from shape_of_learning.experiment.model_sizes import ModelSize
 

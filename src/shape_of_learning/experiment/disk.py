@@ -16,7 +16,7 @@ bytes of vectors (Parquet adds up to 12 bytes per token of index columns, compre
 the model's config.json where a local copy exists (`hidden_size`, `d_model` or `n_embd`), else the model table's
 (for CNNs, whose stages differ in width, the mean width of the states extracted); unknown otherwise. Peak disk:
 weights of every checkpoint, or with `extraction.evict_weights` of two at a time in each lane of downloads (one
-extracting, the next downloading: `dag.Experiment.download_gates`), every lane's at once at worst; shards of every
+extracting, the next downloading: `plan.Experiment.download_gates`), every lane's at once at worst; shards of every
 checkpoint with `extraction.keep_embeddings`, else (temp()) of one checkpoint per extraction ahead of its metrics
 jobs, at least one. The corpus and the results themselves are small next to these and are not counted.
 """
@@ -30,7 +30,7 @@ import huggingface_hub  # HfApi, hf_hub_download looked up when called: shape_of
 
 from shape_of_learning import network, paths
 from shape_of_learning.experiment import model_sizes
-from shape_of_learning.experiment.dag import DOWNLOADS_AHEAD
+from shape_of_learning.experiment.plan import DOWNLOADS_AHEAD
 from shape_of_learning.experiment.model_sizes import ModelSize
 from shape_of_learning.models import hf_cache, pinning
 from shape_of_learning.models.checkpoints import Checkpoint

@@ -1,4 +1,4 @@
-"""What a run delivered: the deliverables (`dag.Deliverable`) a user asked for that it could not make, the models
+"""What a run delivered: the deliverables (`plan.Deliverable`) a user asked for that it could not make, the models
 that blocked each and why, and the jobs that failed, each by its message and its log. The Snakefile prints these
 lines at the end of every run (onsuccess, onerror), so a `--keep-going` run that could not have a model still says,
 figure by figure, what is missing and what to fix.
@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from shape_of_learning import paths
-from shape_of_learning.experiment.dag import Experiment
+from shape_of_learning.experiment.plan import Experiment
 from shape_of_learning.logs import failure_message
 
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from shape_of_learning import paths
 from shape_of_learning.corpus import MODALITIES
-from shape_of_learning.experiment.dag import Experiment, parse_reference
+from shape_of_learning.experiment.plan import Experiment
+from shape_of_learning.rajaee_pilehvar.plan import parse_reference
 from shape_of_learning.extraction.families import depth
 from shape_of_learning.models import hf_cache
 from shape_of_learning.models.checkpoints import Checkpoint

@@ -15,7 +15,7 @@ import pandas as pd
 
 from shape_of_learning import paths
 from shape_of_learning.claims.scorecard import errors, lines, scorecard
-from shape_of_learning.experiment.dag import RAJAEE_PILEHVAR_TABLES, Experiment, plan
+from shape_of_learning.experiment.plan import Experiment, plan
 from shape_of_learning.metrics.tables import ROW_KEY
 
 RAJAEE_PILEHVAR_VALUES = ["performance", "isotropy", "isotropy_notebook"]
@@ -39,7 +39,7 @@ def problems(config: dict, workdir: Path) -> list[str]:
              if not path.is_file() or path.stat().st_size == 0]
     found += _metrics_table(experiment, config, Path(workdir) / paths.METRICS_TABLE)
     if experiment.pairs:
-        found += [problem for table in RAJAEE_PILEHVAR_TABLES for problem in _rajaee_pilehvar(Path(workdir) / table)]
+        found += [problem for table in paths.RAJAEE_PILEHVAR_TABLES for problem in _rajaee_pilehvar(Path(workdir) / table)]
     return found
 
 

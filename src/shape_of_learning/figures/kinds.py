@@ -33,7 +33,7 @@ class FigureKind:
     figure numbers), else the kind's name. Files: `paths.figure` of `stem`,
     formatted with the figure's arguments. The plotting function gets the entry's fields (less `target`,
     the named target that builds it) as keyword arguments, and those of `flagged`, `layer_average_over` and `groups`
-    it takes, from the config (`shape_of_learning.experiment.dag.plan`). It reads its models' summary tables, or with
+    it takes, from the config (`shape_of_learning.figures.plan`). It reads its models' summary tables, or with
     `reads="health"` their health tables.
     """
 

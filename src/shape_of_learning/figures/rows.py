@@ -172,7 +172,7 @@ def initial_checkpoints(rows: pd.DataFrame) -> pd.DataFrame:
     """Each model's rows at initialisation, its floor before any training: its step-0 checkpoint (a training run's
     first, when its health finds it to be its step's model), else its random-init baseline (`random_init`); rows
     selected with `select(..., baselines=True)`. A model with neither is an error: the plan gives every model of a
-    figure that draws baselines one (`shape_of_learning.experiment.dag.plan_baselines`)."""
+    figure that draws baselines one (`shape_of_learning.figures.plan.plan_baselines`)."""
     step0 = rows[(rows["step"] == 0) & ~rows["random_init"] & rows["health"].isna()]
     found = pd.concat([step0, rows[rows["random_init"] & ~rows["model"].isin(step0["model"])]])
     if missing := sorted(set(rows["model"]) - set(found["model"])):

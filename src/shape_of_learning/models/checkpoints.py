@@ -15,7 +15,7 @@ checkpoint ``main`` saved under `paths.finetuned_model`, see `shape_of_learning.
 
 For a directory source (path/package) a checkpoint other than ``main`` is the subdirectory named by its revision.
 A model's random-initialisation baseline (`RandomInit`, named ``random-init``) is not expanded from its entry: the
-plan adds it where a figure draws one (`shape_of_learning.experiment.dag`), so the name is reserved.
+plan adds it where a figure draws one (`shape_of_learning.figures.plan`), so the name is reserved.
 Entries arrive validated by ``workflow/schemas/model.schema.yaml`` (one source, the shapes above, defaults filled);
 here live only the checks a schema cannot express: names safe in paths, duplicates, schedules, installed packages.
 Everything here is pure and offline: it runs while Snakemake builds the DAG.

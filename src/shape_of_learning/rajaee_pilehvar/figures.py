@@ -22,7 +22,7 @@ LINES = {("pre-trained", "all"): "Pre-trained, all tokens", ("fine-tuned", "all"
 
 
 def labelled(files, analyses) -> pd.DataFrame:
-    """The outputs of analysis jobs (`shape_of_learning.experiment.dag.Analysis`), one file each, in one frame with
+    """The outputs of analysis jobs (`shape_of_learning.rajaee_pilehvar.plan.Analysis`), one file each, in one frame with
     the job's pair (or model, `Analysis.label`), model and state."""
     return pd.concat([pd.read_parquet(path).assign(pair=job.label, model=job.model, state=job.state)
                       for job, path in zip(analyses, files)], ignore_index=True)

@@ -1,7 +1,8 @@
 """The experiment as the workflow sees it, planned from the validated config alone: every checkpoint and its layer
-groups, every figure, every job of the Rajaee & Pilehvar analysis, the rows of the claims scorecard
-(shape_of_learning.claims), and what a user can ask for (`Deliverable`): each figure, that analysis, every model's
-tables and the scorecard, with the models each needs and the named target that builds it.
+groups, and what a user can ask for (`Deliverable`): each figure, the Rajaee & Pilehvar analysis, every model's
+tables and the claims scorecard, with the models each needs and the named target that builds it. Each stage plans its
+own part: the figures and their baselines (`figures.plan`), the Rajaee & Pilehvar pairs and analysis jobs
+(`rajaee_pilehvar.plan`), the scorecard's rows (`claims.catalogue`); `plan` puts them together.
 
 Everything is enumerated at parse time (no Snakemake checkpoints), so `snakemake -n` on thousands of jobs stays
 fast and works offline. Planning reads no file: whether the configured checkpoints exist is the preflight's
@@ -9,74 +10,20 @@ question (`shape_of_learning.models.revisions.revision_problems`, run by common.
 Cross-references a schema cannot check (a figure's models, a pair's fine-tuned model, a dataset split) fail here.
 """
 
-import inspect
 from dataclasses import dataclass, field
 
 from shape_of_learning import paths
 from shape_of_learning.claims.catalogue import Group, plan_claims
 from shape_of_learning.figures.kinds import FIGURE_KINDS, Figure
-from shape_of_learning.figures.profile_by_modality import model_group
-from shape_of_learning.models.checkpoints import RANDOM_INIT, SERIES, Checkpoint, RandomInit, checkpoints, random_init
-from shape_of_learning.rajaee_pilehvar.datasets import split_names
+from shape_of_learning.figures.plan import plan_baselines, plan_figures
+from shape_of_learning.models.checkpoints import RANDOM_INIT, SERIES, Checkpoint, RandomInit, checkpoints
+from shape_of_learning.rajaee_pilehvar.plan import (Analysis, Pair, excluded_training_data, plan_analyses, plan_pairs,
+                                                    seed_models)
 
-RAJAEE_PILEHVAR_TABLES = paths.RAJAEE_PILEHVAR_TABLES
-RAJAEE_PILEHVAR_REPORT = paths.table("rajaee_pilehvar_tables.html")
-RAJAEE_PILEHVAR_FIGURES = {number: [paths.figure(f"rajaee_pilehvar_figure{number}", ext) for ext in
-                                    paths.FIGURE_FORMATS] for number in (1, 2)}
 # A lane of downloads (`Experiment.download_lanes`) fetches this many checkpoints ahead of the one it extracts
 DOWNLOADS_AHEAD = 1
 GLOBAL_TABLES = [paths.METRICS_TABLE, paths.SUMMARY, paths.SUMMARY_CSV, paths.CHECKPOINTS_TABLE]
 CLAIMS_OUTPUTS = (paths.CLAIMS_TABLE, paths.CLAIMS_REPORT)
-
-
-def seed_model(model: str, seed: int) -> str:
-    """The model of one fine-tuning run: a `finetune:` entry of the config, run with one of `rajaee_pilehvar.seeds`."""
-    return f"{model}-seed{seed}"
-
-
-@dataclass(frozen=True)
-class Pair:
-    """A pre-trained model and its fine-tuned copies, one per seed (Rajaee & Pilehvar), and the paper's row to
-    compare them with."""
-
-    pretrained: str
-    finetuned: str  # the config's `finetune:` entry; the run of each seed is the model `seed_model(finetuned, seed)`
-    paper: str | None  # BERT, RoBERTa or None
-    seeds: tuple[int, ...]
-
-    @property
-    def label(self) -> str:
-        return f"{self.pretrained} -> {self.finetuned}"
-
-    @property
-    def finetuned_models(self) -> list[str]:
-        return [seed_model(self.finetuned, seed) for seed in self.seeds]
-
-
-@dataclass(frozen=True)
-class Analysis:
-    """One `measure_isotropy_settings` job: a model in one state on one evaluated dataset split, and the seeds of its
-    k-means runs: a fine-tuned model's own run's seed, every seed for any other model."""
-
-    reference: str  # dataset/split
-    model: str
-    state: str  # pre-trained | fine-tuned | already sentence-tuned (rajaee_pilehvar.sentence_tuned)
-    seeds: tuple[int, ...]
-    pair: Pair | None = None  # None for a model measured as it is (rajaee_pilehvar.sentence_tuned)
-
-    @property
-    def row(self) -> str:
-        """The model as Tables 1-2 name it: a fine-tuned run by its `finetune:` entry, its seeds averaged."""
-        return self.pair.finetuned if self.state == "fine-tuned" else self.model
-
-    @property
-    def label(self) -> str:
-        """The block of Tables 1-2 and the panel of Figures 1-2 it belongs to: its pair, or the model alone."""
-        return self.pair.label if self.pair else self.model
-
-    def output(self, part: str) -> str:
-        """settings, layers or view: the Parquet file of that part (`paths.isotropy_settings`)."""
-        return paths.isotropy_settings(*parse_reference(self.reference), self.model, part)
 
 
 @dataclass(frozen=True)
@@ -181,8 +128,8 @@ class Experiment:
         found = [Deliverable(figure.name, figure.target, tuple(figure.outputs), self.needs(figure.models))
                  for figure in self.figures]
         if self.pairs:
-            outputs = (*RAJAEE_PILEHVAR_TABLES, RAJAEE_PILEHVAR_REPORT, *RAJAEE_PILEHVAR_FIGURES[1],
-                       *RAJAEE_PILEHVAR_FIGURES[2])
+            outputs = (*paths.RAJAEE_PILEHVAR_TABLES, paths.RAJAEE_PILEHVAR_REPORT,
+                       *paths.RAJAEE_PILEHVAR_FIGURES[1], *paths.RAJAEE_PILEHVAR_FIGURES[2])
             found.append(Deliverable("rajaee_pilehvar", "rajaee_pilehvar", outputs,
                                      self.needs(job.model for job in self.analyses)))
         found.append(Deliverable("tables", "tables", tuple(GLOBAL_TABLES), tuple(self.checkpoints)))
@@ -273,18 +220,8 @@ def plan(config: dict) -> Experiment:
             experiment.figures += plan_figures(kind, entry, {**config, "models": models})
     experiment.baselines = plan_baselines(experiment)
     if pairs:
-        section, seeds = config["rajaee_pilehvar"], tuple(config["rajaee_pilehvar"]["seeds"])
-        experiment.pairs = pairs
-        for reference in section["evaluate"]:
-            for pair in pairs:
-                experiment.analyses.append(Analysis(reference, pair.pretrained, "pre-trained", seeds, pair))
-                experiment.analyses += [Analysis(reference, model, "fine-tuned", (seed,), pair)
-                                        for seed, model in zip(pair.seeds, pair.finetuned_models)]
-            experiment.analyses += [Analysis(reference, model, "already sentence-tuned", seeds)
-                                    for model in section["sentence_tuned"]]
-        if section["drop_training_pairs"]:
-            experiment.excluded_training_data = list(dict.fromkeys(
-                entry["finetune"]["data"] for entry in config["models"].values() if "finetune" in entry))
+        experiment.pairs, experiment.analyses = pairs, plan_analyses(config, pairs)
+        experiment.excluded_training_data = excluded_training_data(config)
     if "claims" in config:
         experiment.claims = plan_claims(experiment, config)
     return experiment
@@ -309,113 +246,3 @@ def leave_out_modalities(config: dict) -> dict:
             figures[kind] = kept if isinstance(entry, list) else kept[0]
     models = {name: entry for name, entry in config["models"].items() if name not in left_out}
     return {**config, "models": models, "figures": figures}
-
-
-def seed_models(config: dict) -> dict[str, dict]:
-    """The model registry with each `finetune:` entry replaced, in place, by one entry per seed of
-    `rajaee_pilehvar.seeds`, named `seed_model(name, seed)` and fine-tuned with that seed (`finetune.seed`)."""
-    models, found = config["models"], {}
-    for name, entry in models.items():
-        if "finetune" not in entry:
-            found[name] = entry
-            continue
-        for seed in config["rajaee_pilehvar"]["seeds"]:
-            if (run := seed_model(name, seed)) in models:
-                raise ValueError(f"model {run!r} of `models:` has the name of the seed-{seed} run of `finetune:` entry "
-                                 f"{name!r}; rename one of them")
-            found[run] = {**entry, "finetune": {**entry["finetune"], "seed": seed}}
-    return found
-
-
-def plan_baselines(experiment: Experiment) -> dict[str, RandomInit]:
-    """A random-init baseline for each model of a figure that draws baselines (its `random_init_seed`), unless a
-    checkpoint of the model is step 0 (a training run's initialisation: the baseline already). Built from the
-    architecture of the model's last checkpoint."""
-    seeds = {model: figure.arguments["random_init_seed"] for figure in experiment.figures
-             if "random_init_seed" in figure.arguments for model in figure.models}
-    return {model: random_init(experiment.last_checkpoint(model), seed) for model, seed in seeds.items()
-            if not any(ckpt.step == 0 for ckpt in experiment.checkpoints[model])}
-
-
-def plan_figures(kind: str, entry: dict | list, config: dict) -> list[Figure]:
-    """The figures of one `figures.<kind>` entry (see `shape_of_learning.figures.kinds.FigureKind`), checked against
-    the models and metrics of the config."""
-    spec = FIGURE_KINDS[kind]
-    entries = [{"target": spec.target(position), **e}
-               for position, e in enumerate(entry if isinstance(entry, list) else [entry])]
-    if spec.per_model:
-        entries = [{**{key: value for key, value in e.items() if key != "models"}, "model": model}
-                   for e in entries for model in e["models"]]
-    figures = []
-    for entry_arguments in entries:
-        target = entry_arguments["target"]
-        arguments = {key: value for key, value in entry_arguments.items() if key != "target"}
-        figure = Figure(spec.stem.format(**arguments), kind, arguments, target)
-        if unknown := [m for m in figure.models if m not in config["models"]]:
-            raise ValueError(f"figures.{kind} names models {unknown} that are not in the `models:` registry (known: "
-                             f"{sorted(config['models'])}, a `finetune:` entry by the run of each seed); add an entry "
-                             "for each or remove them from the figure")
-        if missing := [m for m in figure.metrics if m not in config["metrics"]["names"]]:
-            raise ValueError(f"figures.{kind} plots {missing}, which metrics.names does not compute; add them to "
-                             "metrics.names")
-        settings = {"flagged": config["figures"]["flagged"],
-                    "layer_average_over": config["figures"]["layer_average"],
-                    "groups": {model: model_group(config["models"][model]) for model in figure.models}}
-        taken = inspect.signature(spec.draw).parameters
-        figures.append(Figure(figure.name, kind, arguments | {k: v for k, v in settings.items() if k in taken}, target))
-    return figures
-
-
-def parse_reference(reference: str) -> tuple[str, str]:
-    """A dataset split as the config names it: "stsb/dev" -> ("stsb", "dev")."""
-    name, _, split = reference.partition("/")
-    return name, split
-
-
-def split_reference(reference: str, datasets: dict, where: str) -> tuple[str, str]:
-    """`parse_reference`, checked against `rajaee_pilehvar.datasets`."""
-    name, split = parse_reference(reference)
-    if name not in datasets or split not in split_names(name, datasets[name]):
-        known = [f"{n}/{s}" for n, spec in datasets.items() for s in split_names(n, spec)]
-        raise ValueError(f"{where}: {reference!r} is not a configured dataset split (rajaee_pilehvar.datasets); "
-                         f"known: {known}")
-    return name, split
-
-
-def plan_pairs(config: dict) -> list[Pair]:
-    """The configured (pre-trained, fine-tuned) pairs of the Rajaee & Pilehvar analysis, every cross-reference
-    checked: every pair and every `sentence_tuned` model names models of the registry, every fine-tuned model a
-    configured dataset split, every evaluation a configured split."""
-    models = config["models"]
-    if "rajaee_pilehvar" not in config:
-        if tuned := [name for name, entry in models.items() if "finetune" in entry]:
-            raise ValueError(f"models {tuned} are `finetune:` entries, whose data comes from the `rajaee_pilehvar:` "
-                             "section; add it (see config.yaml) or remove them")
-        return []
-    section = config["rajaee_pilehvar"]
-    found = [Pair(p["pretrained"], p["finetuned"], p["paper"], tuple(section["seeds"])) for p in section["pairs"]]
-    if unknown := [name for name in section["sentence_tuned"] if name not in models]:
-        raise ValueError(f"rajaee_pilehvar.sentence_tuned names {unknown}, which are not in `models:`; add them")
-    if tuned := [name for name in section["sentence_tuned"] if "finetune" in models[name]]:
-        raise ValueError(f"rajaee_pilehvar.sentence_tuned names `finetune:` entries {tuned}, whose runs a pair "
-                         "measures; name them in rajaee_pilehvar.pairs instead")
-    for pair in found:
-        for name in (pair.pretrained, pair.finetuned):
-            if name not in models:
-                raise ValueError(f"rajaee_pilehvar.pairs names model {name!r}, which is not in `models:`; add it")
-        spec = models[pair.finetuned].get("finetune")
-        if spec is None or spec["base"] != pair.pretrained:
-            raise ValueError(f"rajaee_pilehvar.pairs: model {pair.finetuned!r} must be a `finetune:` entry with "
-                             f"base: {pair.pretrained}")
-    for name, entry in models.items():
-        if "finetune" in entry:
-            base = entry["finetune"]["base"]
-            if base not in models:
-                raise ValueError(f"model {name!r}: finetune.base {base!r} is not in `models:`")
-            if "finetune" in models[base]:
-                raise ValueError(f"model {name!r}: finetune.base {base!r} is a `finetune:` entry, one model per seed; "
-                                 "fine-tune a model that is not")
-            split_reference(entry["finetune"]["data"], section["datasets"], f"model {name!r}: finetune.data")
-    for reference in section["evaluate"]:
-        split_reference(reference, section["datasets"], "rajaee_pilehvar.evaluate")
-    return found
