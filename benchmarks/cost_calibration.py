@@ -1,4 +1,4 @@
-"""Measure this machine's calibration of the cost model (shape_of_learning.experiment.calibration) and print it.
+"""Measure this machine's calibration of the cost model (shape_of_learning.cost.calibration) and print it.
 
     .venv/bin/python benchmarks/cost_calibration.py                   # CPU, one thread per job (the demo's jobs)
     .venv/bin/python benchmarks/cost_calibration.py --device cuda     # a GPU: Pythia-410M's shape, bf16 and fp32
@@ -195,7 +195,7 @@ def metrics_batches(widths: list[int]) -> dict[int, float]:
 
 
 def main() -> None:
-    from shape_of_learning.experiment.calibration import write_rate
+    from shape_of_learning.cost.calibration import write_rate
 
     shape = extract_speed.PYTHIA_SHAPES[SHAPE]
     layers, width = shape["num_hidden_layers"], shape["hidden_size"]

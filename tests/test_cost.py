@@ -1,4 +1,4 @@
-"""The cost model (shape_of_learning.experiment.cost): a two-model run costed by hand with a round calibration, the
+"""The cost model (shape_of_learning.cost.runtime): a two-model run costed by hand with a round calibration, the
 committed model table behind a fresh clone's offline estimate, locks and local folders refining it, the wall time on N
 devices, and the paper's dry run printing it."""
 
@@ -17,11 +17,12 @@ from huggingface_hub import constants
 from safetensors.numpy import save_file
 
 from shape_of_learning.__main__ import main
-from shape_of_learning.experiment import cost, disk, model_sizes
-from shape_of_learning.experiment.calibration import CALIBRATIONS, Calibration, write_rate
+from shape_of_learning.cost import disk, model_sizes
+from shape_of_learning.cost import runtime as cost
+from shape_of_learning.cost.calibration import CALIBRATIONS, Calibration, write_rate
 from shape_of_learning.experiment.config import ConfigError, load_config, validate_config
 from shape_of_learning.experiment.plan import plan
-from shape_of_learning.experiment.model_sizes import ModelSize
+from shape_of_learning.cost.model_sizes import ModelSize
 
 from hf_cache import add_revision
 

@@ -1,4 +1,4 @@
-"""Disk and download volume (shape_of_learning.experiment.disk): sizes from lock files and a Hugging Face cache laid
+"""Disk and download volume (shape_of_learning.cost.disk): sizes from lock files and a Hugging Face cache laid
 out as huggingface_hub's, shard bytes worked out by hand, the Hub asked only with --hub (HfApi mocked), and the summary
 in the output of a real `snakemake -n`, not of a real run."""
 
@@ -14,10 +14,10 @@ import yaml
 from huggingface_hub import constants
 
 from shape_of_learning.__main__ import main
-from shape_of_learning.experiment import disk
+from shape_of_learning.cost import disk
 from shape_of_learning.experiment.config import validate_config
 from shape_of_learning.experiment.plan import plan
-from shape_of_learning.experiment.disk import Bytes, peak, summary
+from shape_of_learning.cost.disk import Bytes, peak, summary
 from shape_of_learning.models import pinning
 
 from hf_cache import add_revision

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from shape_of_learning.experiment.calibration import CALIBRATIONS
+from shape_of_learning.cost.calibration import CALIBRATIONS
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", REPO / "CHANGELOG.md", *sorted((REPO / "docs").glob("*.md"))]

@@ -58,7 +58,7 @@ def test_hub_pin_records_commit_format_and_lfs_hashes_without_downloading(monkey
     assert calls == [("refs", "EleutherAI/pythia-70m"), ("EleutherAI/pythia-70m", "step1000", True)]
     assert pinned["commit_sha"] == SHA and pinned["weights"] == {"model.safetensors": "1" * 64}
     assert pinned["weights_format"] == "safetensors"
-    assert pinned["weight_bytes"] == {"model.safetensors": 5000}  # for shape_of_learning.experiment.disk
+    assert pinned["weight_bytes"] == {"model.safetensors": 5000}  # for shape_of_learning.cost.disk
     assert pinned["repository_refs"] == ["main", "step0", "step1000", "step2000"]  # for check_revisions_offline
     assert pinned["weights_digest"] == hashlib.sha256(f"model.safetensors:{'1' * 64}\n".encode()).hexdigest()
     assert {k: pinned[k] for k in ("model", "checkpoint", "step", "source", "location", "revision")} == dict(

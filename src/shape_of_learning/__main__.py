@@ -11,8 +11,8 @@ verify: is a finished run complete (every output, every row of the tables, all f
 config wrote is refused, as a run refuses it (shape_of_learning.experiment.results_root). It prints the claims
 scorecard too, judged on the tables the run has (a partial run's too); its exit status says whether the run is
 complete and no check raised, never whether a claim holds. disk: the download and disk volume a config needs, per model
-(shape_of_learning.experiment.disk). cost: its download, device time by term, device-hours and wall time on N
-devices, per model (shape_of_learning.experiment.cost). refs: a Hub model's branches and tags by step, the configured
+(shape_of_learning.cost.disk). cost: its download, device time by term, device-hours and wall time on N
+devices, per model (shape_of_learning.cost.runtime). refs: a Hub model's branches and tags by step, the configured
 ones marked and missing ones named (shape_of_learning.models.revisions). path: where a config's run writes a file of
 shape_of_learning.paths (REPORT, SUMMARY_CSV, ...), under the config's `results` folder.
 """
@@ -69,7 +69,7 @@ def _volumes(args):
     configfiles = [path.resolve() for path in args.configfiles]
     os.chdir(args.directory)  # where the run's locks and relative `path:` entries are
     config = _load(*configfiles)
-    from shape_of_learning.experiment import disk
+    from shape_of_learning.cost import disk
     from shape_of_learning.experiment.plan import plan
 
     experiment = plan(config)
@@ -79,7 +79,7 @@ def _volumes(args):
 
 def volume(args) -> int:
     config, experiment, found = _volumes(args)
-    from shape_of_learning.experiment import disk
+    from shape_of_learning.cost import disk
 
     print(disk.table(found))
     print(disk.summary(found, config["extraction"], experiment.download_lanes()))
@@ -90,11 +90,11 @@ def cost(args) -> int:
     if args.gpus is not None and args.gpus < 1:
         args.parser.error(f"--gpus {args.gpus}: give at least 1 device")
     config, experiment, found = _volumes(args)
-    from shape_of_learning.experiment import cost
+    from shape_of_learning.cost import runtime
 
-    estimate = cost.estimate(experiment, found, config, args.gpus)
-    print(cost.table(estimate))
-    print(cost.summary(estimate, config))
+    estimate = runtime.estimate(experiment, found, config, args.gpus)
+    print(runtime.table(estimate))
+    print(runtime.summary(estimate, config))
     return 0
 
 

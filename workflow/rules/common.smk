@@ -16,7 +16,8 @@ results_root.export(config)  # before the imports below: shape_of_learning.paths
 
 from shape_of_learning import paths
 from shape_of_learning.corpus import MODALITIES
-from shape_of_learning.experiment import cost, preflight
+from shape_of_learning.cost import runtime
+from shape_of_learning.experiment import preflight
 from shape_of_learning.experiment.plan import SERIES, plan
 from shape_of_learning.rajaee_pilehvar.plan import parse_reference
 from shape_of_learning.experiment.outcome import drop_unavailable, missing
@@ -71,13 +72,13 @@ def targets(name=None):
 
     return inputs
 if DRY_RUN:
-    from shape_of_learning.experiment import disk
+    from shape_of_learning.cost import disk
 
     volumes = disk.volumes(EXPERIMENT.checkpoints, EXPERIMENT.models, EXPERIMENT.tokens_per_layer,
                            config["extraction"]["store_dtype"])
     print(disk.summary(volumes, config["extraction"], EXPERIMENT.download_lanes()), file=sys.stderr)
-    estimate = cost.estimate(EXPERIMENT, volumes, config)
-    print(cost.table(estimate), cost.summary(estimate, config), sep="\n", file=sys.stderr)
+    estimate = runtime.estimate(EXPERIMENT, volumes, config)
+    print(runtime.table(estimate), runtime.summary(estimate, config), sep="\n", file=sys.stderr)
 
 CORPUS = config["corpus"]["name"]
 # Image and audio corpora (Godey et al.): one sampled file per modality, read by the models of that modality.

@@ -18,7 +18,7 @@ rule extract_hidden_states:
     threads: 1  # a workstation's; profiles/slurm sets a cluster's (set-threads)
     resources:
         gpu=1,  # one accelerator (or CPU slot): profiles/default lets one such job run at a time on a workstation
-        mem_mb=lambda wildcards: cost.extraction_mem_mb(wildcards.model, EXPERIMENT, config),  # a cluster's --mem
+        mem_mb=lambda wildcards: runtime.extraction_mem_mb(wildcards.model, EXPERIMENT, config),  # a cluster's --mem
     log:
         paths.log("extract_hidden_states", "{model}/{checkpoint}"),
     benchmark:

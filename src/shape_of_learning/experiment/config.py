@@ -3,7 +3,7 @@
 The schemas are the one source of every setting's default. The lists of allowed values they hold are filled in from
 the code that reads them, so that each is declared once: the metric names (`shape_of_learning.metrics.registry.METRICS`),
 the modalities (`shape_of_learning.corpus.MODALITIES`), the cost model's calibrations
-(`shape_of_learning.experiment.calibration.CALIBRATIONS`), the special-token policies and shard float types
+(`shape_of_learning.cost.calibration.CALIBRATIONS`), the special-token policies and shard float types
 (`shape_of_learning.extraction`) and the architectures the pipeline trains (`shape_of_learning.models.ARCHITECTURES`). A setting marked ``x-rerun: false`` in a schema cannot change
 any result (a device, a batch size, what is kept on disk, which jobs exist): `result_settings` leaves it out of a
 job's params, so changing it reruns nothing. Rule scripts read every setting from the validated config.
@@ -21,7 +21,7 @@ import yaml
 from shape_of_learning import REPOSITORY
 from shape_of_learning.corpus import MODALITIES
 from shape_of_learning.experiment import results_root
-from shape_of_learning.experiment.calibration import CALIBRATIONS
+from shape_of_learning.cost.calibration import CALIBRATIONS
 from shape_of_learning.extraction import SPECIAL_TOKEN_POLICIES
 from shape_of_learning.extraction.shards import STORE_DTYPES
 from shape_of_learning.metrics.registry import METRICS

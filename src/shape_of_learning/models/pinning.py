@@ -45,7 +45,7 @@ def pin(checkpoint: Checkpoint, weights: str = "auto") -> dict:
     file, each call retried on a transient failure (`network.retry`); without network, the local HF cache. Local
     directory: sha256 and size of its weight files, commit_sha None.
     `weights` picks the format (module docstring); the lock records the one chosen. `weight_bytes` (what the
-    checkpoint downloads, for `experiment.disk`) lists the files whose size is known; `repository_refs` (the refs read
+    checkpoint downloads, for `cost.disk`) lists the files whose size is known; `repository_refs` (the refs read
     on the Hub, for `revisions.check_revisions_offline`) is None where they came from the cache or a directory.
     Locks written before these two keys existed stay readable (`read_lock`).
     """

@@ -16,7 +16,7 @@ repositories of their own, as TinyLlama's, is read from its entry's):
   `mirror` (a gated repository: a public copy's file tree), `no` (parameters x bytes of the dtype, plus the buffers
   the note names, not checked against the Hub); source, note.
 
-Locks and the Hugging Face cache refine the download (`experiment.disk`); a local directory's sizes come from its
+Locks and the Hugging Face cache refine the download (`cost.disk`); a local directory's sizes come from its
 safetensors headers (`local`).
 """
 

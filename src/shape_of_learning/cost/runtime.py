@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from shape_of_learning.experiment import model_sizes
-from shape_of_learning.experiment.calibration import CALIBRATIONS, Calibration
+from shape_of_learning.cost import model_sizes
+from shape_of_learning.cost.calibration import CALIBRATIONS, Calibration
 from shape_of_learning.experiment.plan import Experiment, layers_in_group
-from shape_of_learning.experiment.disk import Bytes, ModelVolume, human, shard_bytes
-from shape_of_learning.experiment.model_sizes import ModelSize
+from shape_of_learning.cost.disk import Bytes, ModelVolume, human, shard_bytes
+from shape_of_learning.cost.model_sizes import ModelSize
 
 TERMS = ("downloading", "loading", "forward", "writes", "metrics", "start-up")
 ACTIVATION_STATES = 4  # beside the kept hidden states, a block's working set: its MLP's 4 x width intermediate
