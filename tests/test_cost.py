@@ -20,9 +20,9 @@ from shape_of_learning.__main__ import main
 from shape_of_learning.cost import disk, model_sizes
 from shape_of_learning.cost import runtime as cost
 from shape_of_learning.cost.calibration import CALIBRATIONS, Calibration, write_rate
+from shape_of_learning.cost.model_sizes import ModelSize
 from shape_of_learning.experiment.config import ConfigError, load_config, validate_config
 from shape_of_learning.experiment.plan import plan
-from shape_of_learning.cost.model_sizes import ModelSize
 
 from hf_cache import add_revision
 
@@ -84,7 +84,8 @@ def test_two_models_cost_what_the_hand_computation_says(offline):
     assert b.terms["forward"].known == pytest.approx(2 * tokens * 2 * 500 / 2e6)
     assert b.terms["metrics"].known == pytest.approx(2 * 2 * 2 * 1.0 / 4)
     assert b.terms["start-up"].known == pytest.approx(2 * (10 + 5))
-    assert a.total.known + b.total.known == pytest.approx(205.456 + 70.364)
+    # device time: every term but the download, which jobs of its own fetch beside the device's work
+    assert a.total.known + b.total.known == pytest.approx(201.456 + 69.864)
     assert not (a.total.unknown or b.total.unknown)
     # GPU memory of a's extraction: float32 weights and one batch (8 x 512 tokens) of 4 kept states + 4 working
     assert a.gpu_memory == 4 * (3000 + 8 * 512 * 200 * (4 + 4))
@@ -107,13 +108,22 @@ def test_an_extraction_requests_its_model_its_shards_and_its_process_of_host_mem
 
 def test_wall_time_on_n_devices_is_the_total_shared_but_never_shorter_than_the_longest_job(offline):
     run = estimate(two_models(gpus=2))
-    total = 205.456 + 70.364
-    longest = 2 + 4 + 4096 * 2 * 2000 / 2e6 + 4096 * 4 * 200 * 2 / 1e5 + 10  # one of a's extractions
+    total = 201.456 + 69.864
+    longest = 4 + 4096 * 2 * 2000 / 2e6 + 4096 * 4 * 200 * 2 / 1e5 + 10  # one of a's extractions, its download apart
     assert run.total.known == pytest.approx(total)
     assert run.wall(1).known == pytest.approx(total) and run.wall(2).known == pytest.approx(total / 2)
     assert longest > total / 4 and run.wall(4).known == pytest.approx(longest)
     assert "wall time on 2 GPUs" in cost.summary(run, two_models(gpus=2))
     assert estimate(two_models(), devices=4).devices == 4
+
+
+def test_wall_time_is_never_below_the_download_over_the_configured_link(offline):
+    """The download jobs fetch every checkpoint over one link while the devices work: at 0.01 MB/s, a's 8 MB and b's
+    1 MB take 900 s, longer than any packing of the 271 s of device time."""
+    run = estimate(two_models(gpus=2, download_mb_per_s=0.01))
+    assert run.terms["downloading"].known == pytest.approx(9e6 / 1e4)
+    assert run.total.known == pytest.approx(201.456 + 69.864)  # the device time does not include it
+    assert run.wall(1).known == run.wall(64).known == pytest.approx(900)
 
 
 def test_one_metrics_job_per_checkpoint_pays_each_start_up_once(offline):
@@ -211,9 +221,17 @@ def test_the_paper_dry_run_prints_the_cost_offline_on_a_fresh_clone(tmp_path):
                           "rules"], cwd=REPO, env=env, capture_output=True, text=True)
     assert dry.returncode == 0, dry.stderr[-3000:]
     assert "pythia-2.8b " in dry.stderr and "GPU-hours on one GPU: " in dry.stderr
-    lines = dry.stderr[dry.stderr.index("Cost of "):].splitlines()[:4]
+    lines = dry.stderr[dry.stderr.index("Cost of "):].splitlines()
     assert "unknown" not in "\n".join(lines) and "≥" not in "\n".join(lines)
-    assert "wall time on 1 GPU (cost.gpus" in lines[3]
+    assert len(lines) == 4 and "wall time on 1 GPU (cost.gpus" in lines[3]  # the summary comes last
+    # one figure asked for: the cost of its extractions only, and a wall time no shorter than their download
+    figure3 = subprocess.run([SNAKEMAKE, "--snakefile", REPO / "Snakefile", "--directory", tmp_path, "-n", "figure3"],
+                             cwd=REPO, env=env, capture_output=True, text=True)
+    pythia = len(plan(load_config(REPO / "config.yaml")).checkpoints["pythia-2.8b"])
+    summary = figure3.stderr[figure3.stderr.index("Cost of "):].splitlines()
+    assert summary[0].startswith(f"Cost of {pythia} extractions and {pythia} metrics jobs") and len(summary) == 4
+    download = re.search(r"download: [\d.]+ GB, (\d+) min at 100 MB/s", summary[1]).group(1)
+    assert summary[3].endswith(f"wall time on 1 GPU (cost.gpus, or --gpus N): {download} min")
 
 
 @pytest.mark.slow

@@ -2,7 +2,11 @@
 # and input functions. Paths come from shape_of_learning.paths. A job's params hold what reruns it when it changes
 # (`result_settings`: the config's settings less those the schema marks `x-rerun: false`) and the planned objects it
 # works on; its script reads every setting from the validated config.
+import atexit
+import logging
 import time
+
+from snakemake.logging import LogEvent
 
 from shape_of_learning.experiment import results_root
 from shape_of_learning.experiment.config import (extraction_settings, read_config_file, result_settings,
@@ -17,6 +21,7 @@ results_root.export(config)  # before the imports below: shape_of_learning.paths
 from shape_of_learning import paths
 from shape_of_learning.corpus import MODALITIES
 from shape_of_learning.cost import runtime
+from shape_of_learning.cost.report import dry_run_report
 from shape_of_learning.experiment import preflight
 from shape_of_learning.experiment.plan import SERIES, plan
 from shape_of_learning.rajaee_pilehvar.plan import parse_reference
@@ -71,14 +76,28 @@ def targets(name=None):
         return outputs
 
     return inputs
-if DRY_RUN:
-    from shape_of_learning.cost import disk
+class PlannedJobs(logging.Handler):
+    """Snakemake's log, watched for the job stats a dry run logs once it has planned every job: a plan that failed
+    is not priced."""
 
-    volumes = disk.volumes(EXPERIMENT.checkpoints, EXPERIMENT.models, EXPERIMENT.tokens_per_layer,
-                           config["extraction"]["store_dtype"])
-    print(disk.summary(volumes, config["extraction"], EXPERIMENT.download_lanes()), file=sys.stderr)
-    estimate = runtime.estimate(EXPERIMENT, volumes, config)
-    print(runtime.table(estimate), runtime.summary(estimate, config), sep="\n", file=sys.stderr)
+    planned = False
+
+    def emit(self, record):
+        self.planned = self.planned or getattr(record, "event", None) == LogEvent.RUN_INFO
+
+
+def print_cost_of_planned_jobs(watch):
+    """The dry run's last words: the disk, download and cost of the extractions it planned (cost.report)."""
+    if watch.planned and workflow.dag is not None:
+        extractions = {(job.wildcards.model, job.wildcards.checkpoint) for job in workflow.dag.jobs
+                       if job.rule.name == "extract_hidden_states"}
+        print(dry_run_report(EXPERIMENT.restricted_to(extractions), config), file=sys.stderr)
+
+
+if DRY_RUN and workflow.is_main_process:
+    planned_jobs = PlannedJobs()
+    logging.getLogger("snakemake.logging").addHandler(planned_jobs)
+    atexit.register(print_cost_of_planned_jobs, planned_jobs)  # after all Snakemake prints: the summary comes last
 
 CORPUS = config["corpus"]["name"]
 # Image and audio corpora (Godey et al.): one sampled file per modality, read by the models of that modality.

@@ -30,8 +30,8 @@ import huggingface_hub  # HfApi, hf_hub_download looked up when called: shape_of
 
 from shape_of_learning import network, paths
 from shape_of_learning.cost import model_sizes
-from shape_of_learning.experiment.plan import DOWNLOADS_AHEAD
 from shape_of_learning.cost.model_sizes import ModelSize
+from shape_of_learning.experiment.plan import DOWNLOADS_AHEAD
 from shape_of_learning.models import hf_cache, pinning
 from shape_of_learning.models.checkpoints import Checkpoint
 

@@ -1,5 +1,6 @@
 """What a config's run costs before it starts: per model and in total, the download, the device time of its
-extraction and metrics jobs term by term, the device-hours on one device and the wall time on N (`cost.gpus`).
+extraction and metrics jobs term by term, the device-hours on one device and the wall time on N (`cost.gpus`). The
+dry run prices the extractions it plans: those of the targets asked for, less what is done (`report`).
 
     python -m shape_of_learning cost config.yaml [--gpus 8]        # per model, offline
     snakemake -n                                                     # the same totals, with the per-model table
@@ -7,8 +8,9 @@ extraction and metrics jobs term by term, the device-hours on one device and the
 Per extraction job (one per checkpoint, one per random-init baseline), with the sizes `disk.volumes` knows (locks,
 the HF cache, local directories, the committed model table) and the machine's `calibration`:
 
-    downloading  weight bytes / cost.download_mb_per_s       (inside the job, which holds its device meanwhile;
-                                                              weights already in the HF cache: none)
+    downloading  weight bytes / cost.download_mb_per_s       (a download job of its own on the submit host, beside
+                                                              the device's work: not device time; weights already in
+                                                              the HF cache: none)
     loading      weight bytes / load_bytes_per_s              (a baseline's random weights: nothing read)
     forward      tokens x 2 x forward parameters / FLOP/s of the forward dtype
     writes       tokens x (layers + 1) x hidden size x bytes of store_dtype / write_bytes_per_s
@@ -17,8 +19,9 @@ the HF cache, local directories, the committed model table) and the machine's `c
 and per metrics job (`metrics.layers_per_job` layers of one checkpoint): `metrics_layer_s` for each of its layers,
 then `metrics_startup_s`. tokens = metrics.batches x metrics.batch_size: what the pass keeps, taken for what it
 forwards. The device time of a model is the sum of its jobs' (one job at a time per device, as the workstation
-profile runs its `gpu=1` jobs); the wall time on N devices is the longer of total / N and the longest job: jobs packed
-without gaps, no queueing. Not modelled: the pins, trainings, fine-tunings and Rajaee & Pilehvar analyses (a few
+profile runs its `gpu=1` jobs); the wall time on N devices is the longest of total / N, the longest job and the whole
+download over the one link (downloads overlap the device's work, and the last checkpoint cannot start before its
+weights are in): jobs packed without gaps, no queueing. Not modelled: the pins, trainings, fine-tunings and Rajaee & Pilehvar analyses (a few
 dozen jobs, minutes), the checkpoint's loss (+2% of a decoder's pass; an encoder's masked-LM pass, up to a fifth of
 its extraction: docs/benchmarks.md), the tables and figures. A term whose size is unknown (a model in none of the
 sources above, one the pipeline trains before it is trained) counts as unknown, its totals lower bounds ("≥").
@@ -31,11 +34,12 @@ import numpy as np
 
 from shape_of_learning.cost import model_sizes
 from shape_of_learning.cost.calibration import CALIBRATIONS, Calibration
-from shape_of_learning.experiment.plan import Experiment, layers_in_group
 from shape_of_learning.cost.disk import Bytes, ModelVolume, human, shard_bytes
 from shape_of_learning.cost.model_sizes import ModelSize
+from shape_of_learning.experiment.plan import Experiment, layers_in_group
 
 TERMS = ("downloading", "loading", "forward", "writes", "metrics", "start-up")
+DEVICE_TERMS = TERMS[1:]  # downloading runs in jobs of its own, beside the device's work
 ACTIVATION_STATES = 4  # beside the kept hidden states, a block's working set: its MLP's 4 x width intermediate
 # An extraction process beside its model and hidden states: Python, torch, transformers, the tokenizer, the windows,
 # the CUDA runtime's host side. On the CPU the demo's extractions peak below 1 GB in all (docs/benchmarks.md); the
@@ -77,7 +81,8 @@ class ModelCost:
 
     @property
     def total(self) -> Seconds:
-        return sum(self.terms.values(), Seconds())
+        """Its device time: every term but the download's."""
+        return sum((self.terms[term] for term in DEVICE_TERMS), Seconds())
 
 
 @dataclass
@@ -93,14 +98,15 @@ class Cost:
 
     @property
     def total(self) -> Seconds:
-        return sum(self.terms.values(), Seconds())
+        """The device time: every term but the download's."""
+        return sum((self.terms[term] for term in DEVICE_TERMS), Seconds())
 
     def wall(self, devices: int) -> Seconds:
         """The run's wall time on `devices` devices: every job packed without gaps, never shorter than its longest
-        job."""
-        total = self.total
-        return Seconds(max(total.known / devices, max((m.longest_job for m in self.models), default=0)),
-                       total.unknown)
+        job, nor than the whole download, which the download jobs fetch over one link while the devices work."""
+        total, download = self.total, self.terms["downloading"]
+        longest = max((m.longest_job for m in self.models), default=0)
+        return Seconds(max(total.known / devices, longest, download.known), total.unknown + download.unknown)
 
 
 def forward_dtype(entry: dict, extraction: dict, calibration: Calibration) -> str:
@@ -174,8 +180,8 @@ def estimate(experiment: Experiment, found: list[ModelVolume], config: dict, dev
                  "metrics": _times(layer and layer * states, extractions),
                  "start-up": Seconds(extractions * (calibration.extraction_startup_s
                                                     + len(groups) * calibration.metrics_startup_s))}
-        extraction_jobs = [sum(filter(None, (d, w, forward, writes)), calibration.extraction_startup_s)
-                           for d, w in per_checkpoint]
+        extraction_jobs = [sum(filter(None, (w, forward, writes)), calibration.extraction_startup_s)
+                           for _, w in per_checkpoint]
         longest_group = max(len(layers_in_group(group)) for group in groups)
         metrics_job = (layer or 0) * longest_group + calibration.metrics_startup_s
         memory = gpu_memory(size.parameters, width, entry, dtype) if size and width else None
@@ -210,8 +216,8 @@ def summary(cost: Cost, config: dict) -> str:
     lines = [f"Cost of {extractions} extractions and {metrics_jobs} metrics jobs (calibration "
              f"{config['cost']['calibration']}: {c.measured}; per model: python -m shape_of_learning cost CONFIG):",
              f"  download: {download}, {cost.terms['downloading']} at {cost.download_bytes_per_s / 1e6:g} MB/s "
-             "(cost.download_mb_per_s)",
-             "  " + ", ".join(f"{term}: {cost.terms[term]}" for term in TERMS[1:]),
+             "(cost.download_mb_per_s), by download jobs beside the device's work",
+             f"  {device} time: " + ", ".join(f"{term}: {cost.terms[term]}" for term in DEVICE_TERMS),
              f"  {device}-hours on one {device}: {_hours(total)}; wall time on {cost.devices} {device}{plural} "
              f"(cost.gpus, or --gpus N): {cost.wall(cost.devices)}"]
     if total.unknown:

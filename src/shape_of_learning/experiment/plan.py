@@ -10,6 +10,7 @@ question (`shape_of_learning.models.revisions.revision_problems`, run by common.
 Cross-references a schema cannot check (a figure's models, a pair's fine-tuned model, a dataset split) fail here.
 """
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from shape_of_learning import paths
@@ -56,6 +57,16 @@ class Experiment:
     # models that cannot be had, each with the reason (a --keep-going run drops what needs them: `deliverables`)
     unavailable: dict[str, str] = field(default_factory=dict)
     claims: list[Group] = field(default_factory=list)  # the scorecard's rows, where the config has `claims:`
+
+    def restricted_to(self, extractions: set[tuple[str, str]]) -> "Experiment":
+        """This plan with only the checkpoints and random-init baselines named in `extractions`, (model, checkpoint)
+        pairs: the extractions a dry run plans, for the cost of what was asked. A model keeps its entry where either
+        remains."""
+        baselines = {model: b for model, b in self.baselines.items() if (model, b.name) in extractions}
+        checkpoints = {model: [c for c in found if (model, c.name) in extractions]
+                       for model, found in self.checkpoints.items()}
+        return dataclasses.replace(self, baselines=baselines, checkpoints={
+            model: found for model, found in checkpoints.items() if found or model in baselines})
 
     def figure(self, name: str) -> Figure:
         return next(figure for figure in self.figures if figure.name == name)
