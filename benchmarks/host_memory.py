@@ -94,7 +94,7 @@ def extraction(args) -> None:
     import torch
     import transformers
 
-    from shape_of_learning.cost.runtime import dtype_bytes
+    from shape_of_learning.cost.device_time import dtype_bytes
 
     with tempfile.TemporaryDirectory() as tmp:
         config = transformers.GPTNeoXConfig(hidden_size=args.hidden, num_hidden_layers=args.layers,

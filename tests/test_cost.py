@@ -1,4 +1,4 @@
-"""The cost model (shape_of_learning.cost.runtime): a two-model run costed by hand with a round calibration, the
+"""The cost model (shape_of_learning.cost.device_time): a two-model run costed by hand with a round calibration, the
 committed model table behind a fresh clone's offline estimate, locks and local folders refining it, the wall time on N
 devices, and the paper's dry run printing it."""
 
@@ -18,13 +18,14 @@ from safetensors.numpy import save_file
 
 from shape_of_learning.__main__ import main
 from shape_of_learning.cost import disk, model_sizes
-from shape_of_learning.cost import runtime as cost
+from shape_of_learning.cost import device_time as cost
 from shape_of_learning.cost.calibration import CALIBRATIONS, Calibration, write_rate
 from shape_of_learning.cost.model_sizes import ModelSize
 from shape_of_learning.experiment.config import ConfigError, load_config, validate_config
 from shape_of_learning.experiment.plan import plan
 
 from hf_cache import add_revision
+from workflow_runs import run_snakemake
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"
@@ -115,6 +116,20 @@ def test_wall_time_on_n_devices_is_the_total_shared_but_never_shorter_than_the_l
     assert longest > total / 4 and run.wall(4).known == pytest.approx(longest)
     assert "wall time on 2 GPUs" in cost.summary(run, two_models(gpus=2))
     assert estimate(two_models(), devices=4).devices == 4
+
+
+def test_a_cluster_job_asks_for_its_predicted_time_three_times_over_and_never_less_than_the_floor(offline,
+                                                                                                 monkeypatch):
+    """a's extraction: loading 4 s, forward 8.192 s, writes 65.536 s, start-up 10 s: 87.7 s, three times over: 5 min;
+    a metrics job of 2 layers at 0.75 s each and its 5 s start-up: 1 min. A model of unknown size gets the floor."""
+    config = two_models()
+    monkeypatch.setattr(cost, "RUNTIME_FLOOR_MIN", 1)
+    assert cost.runtime_min("a", plan(config), config, "extraction") == 5
+    assert cost.runtime_min("a", plan(config), config, "metrics") == 1
+    monkeypatch.setattr(cost, "RUNTIME_FLOOR_MIN", 15)
+    assert cost.runtime_min("a", plan(config), config, "extraction") == 15
+    config["models"]["c"] = {**config["models"]["b"], "hub_id": "org/unlisted"}
+    assert cost.runtime_min("c", plan(validate_config(config)), config, "extraction") == 15
 
 
 def test_wall_time_is_never_below_the_download_over_the_configured_link(offline):
@@ -251,3 +266,18 @@ def test_a_cluster_run_requests_each_extraction_the_host_memory_of_its_model(tmp
     assert requested["llama-2-13b"] * 10**6 > 4 * sizes["meta-llama/Llama-2-13b-hf"].parameters
     assert requested["pythia-2.8b"] * 10**6 > 4 * sizes["EleutherAI/pythia-2.8b"].parameters
     assert requested["pythia-70m"] < requested["pythia-2.8b"] < requested["llama-2-13b"]
+    # its time limit: the cost model's, not a flat one (at least cost.device_time.RUNTIME_FLOOR_MIN)
+    limits = {int(re.search(r"resources: .*\bruntime=(\d+)", job).group(1))
+              for job in (dry.stdout + dry.stderr).split("rule extract_hidden_states:")[1:]}
+    assert limits and min(limits) >= cost.RUNTIME_FLOOR_MIN and 120 not in limits
+
+
+@pytest.mark.slow
+def test_a_cluster_run_whose_command_line_config_drops_the_scratch_is_refused_before_anything_is_written(tmp_path):
+    """A --config on the command line replaces profiles/slurm's `config:`, its scratch with it: the run stops while
+    Snakemake plans, naming the fix, and writes nothing (no SLURM daemon needed: nothing is submitted)."""
+    done = run_snakemake(tmp_path, "--profile", REPO / "profiles/slurm", "--configfile", REPO / "presets/demo.yaml",
+                         "--config", "results=results-elsewhere")
+    assert done.returncode != 0
+    assert "config.scratch is not set" in done.stdout + done.stderr and "add scratch=/tmp" in done.stdout + done.stderr
+    assert not (tmp_path / "results-elsewhere").exists()

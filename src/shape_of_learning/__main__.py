@@ -12,7 +12,7 @@ config wrote is refused, as a run refuses it (shape_of_learning.experiment.resul
 scorecard too, judged on the tables the run has (a partial run's too); its exit status says whether the run is
 complete and no check raised, never whether a claim holds. disk: the download and disk volume a config needs, per model
 (shape_of_learning.cost.disk). cost: its download, device time by term, device-hours and wall time on N
-devices, per model (shape_of_learning.cost.runtime). refs: a Hub model's branches and tags by step, the configured
+devices, per model (shape_of_learning.cost.device_time). refs: a Hub model's branches and tags by step, the configured
 ones marked and missing ones named (shape_of_learning.models.revisions). path: where a config's run writes a file of
 shape_of_learning.paths (REPORT, SUMMARY_CSV, ...), under the config's `results` folder.
 """
@@ -90,11 +90,11 @@ def cost(args) -> int:
     if args.gpus is not None and args.gpus < 1:
         args.parser.error(f"--gpus {args.gpus}: give at least 1 device")
     config, experiment, found = _volumes(args)
-    from shape_of_learning.cost import runtime
+    from shape_of_learning.cost import device_time
 
-    estimate = runtime.estimate(experiment, found, config, args.gpus)
-    print(runtime.table(estimate))
-    print(runtime.summary(estimate, config))
+    estimate = device_time.estimate(experiment, found, config, args.gpus)
+    print(device_time.table(estimate))
+    print(device_time.summary(estimate, config))
     return 0
 
 

@@ -3,13 +3,14 @@
 # (`result_settings`: the config's settings less those the schema marks `x-rerun: false`) and the planned objects it
 # works on; its script reads every setting from the validated config.
 import atexit
+import functools
 import logging
 import time
 
 from snakemake.logging import LogEvent
 
 from shape_of_learning.experiment import results_root
-from shape_of_learning.experiment.config import (extraction_settings, read_config_file, result_settings,
+from shape_of_learning.experiment.config import (ConfigError, extraction_settings, read_config_file, result_settings,
                                                  shards_scratch, validate_config)
 
 CONFIG_FILES = workflow.config_settings.configfiles or [Path(workflow.basedir) / DEFAULT_CONFIG]
@@ -20,7 +21,7 @@ results_root.export(config)  # before the imports below: shape_of_learning.paths
 
 from shape_of_learning import paths
 from shape_of_learning.corpus import MODALITIES
-from shape_of_learning.cost import runtime
+from shape_of_learning.cost import device_time
 from shape_of_learning.cost.report import dry_run_report
 from shape_of_learning.experiment import preflight
 from shape_of_learning.experiment.plan import SERIES, plan
@@ -141,9 +142,27 @@ def last_pin(model):
     return paths.lock(model, EXPERIMENT.last_checkpoint(model).name)
 
 
+@functools.cache
+def job_runtime_min(model, job):
+    """A checkpoint's extraction or metrics job's time limit on a cluster, before retries (cost.device_time)."""
+    return device_time.runtime_min(model, EXPERIMENT, config, job)
+
+
 # A checkpoint's shards: extraction writes them, its metrics jobs read them.
 SCRATCH = shards_scratch(config)
 SHARDS = paths.shards(scratch=SCRATCH)
+
+
+def shards_stay_on_the_nodes(wildcards):
+    """No input: an extraction's check, where Snakemake plans and knows its executor, that a run on a cluster's nodes
+    keeps the shards off the shared filesystem. A `--config` on the command line replaces the profile's `config:`,
+    `scratch` with it: such a run is refused naming the fix, not sent 3.5 GB per checkpoint through the shared disk."""
+    if SCRATCH is None and not workflow.local_exec and not config["extraction"]["keep_embeddings"]:
+        raise ConfigError("config.scratch is not set, so every checkpoint's temporary shards would go through the "
+                          "shared filesystem; a --config on the command line replaces the profile's `config:`: add "
+                          "scratch=/tmp (profiles/slurm's) to it, or the absolute path of a folder on the shared "
+                          "filesystem to keep them there (docs/cluster.md)")
+    return []
 
 
 def shards_output():

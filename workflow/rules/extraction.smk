@@ -7,6 +7,7 @@ rule extract_hidden_states:
         pin=paths.lock(),
         weights=downloaded_weights,  # read offline: the job opens no connection
         trained=trained_model_dir,
+        scratch=shards_stay_on_the_nodes,
     output:
         shards=shards_output(),
         manifest=paths.manifest(),
@@ -18,7 +19,9 @@ rule extract_hidden_states:
     threads: 1  # a workstation's; profiles/slurm sets a cluster's (set-threads)
     resources:
         gpu=1,  # one accelerator (or CPU slot): profiles/default lets one such job run at a time on a workstation
-        mem_mb=lambda wildcards: runtime.extraction_mem_mb(wildcards.model, EXPERIMENT, config),  # a cluster's --mem
+        # a cluster's --mem and --time: its model's, from the cost model, and more on each retry (profiles/slurm)
+        mem_mb=lambda wildcards, attempt: attempt * device_time.extraction_mem_mb(wildcards.model, EXPERIMENT, config),
+        runtime=lambda wildcards, attempt: attempt * job_runtime_min(wildcards.model, "extraction"),
     log:
         paths.log("extract_hidden_states", "{model}/{checkpoint}"),
     benchmark:

@@ -11,6 +11,8 @@ rule measure_layers:
     params:
         metrics=result_settings(config["metrics"], "metrics"),
         kind=lambda wildcards: model_entry(wildcards)["kind"],  # a column of the table
+    resources:
+        runtime=lambda wildcards, attempt: attempt * job_runtime_min(wildcards.model, "metrics"),  # a cluster's --time
     log:
         paths.log("measure_layers", "{model}/{checkpoint}/layer_{layer_group}"),
     benchmark:

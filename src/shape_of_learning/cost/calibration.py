@@ -1,4 +1,4 @@
-"""What the cost model (`shape_of_learning.cost.runtime`) knows of a machine: the project's own measurements, one
+"""What the cost model (`shape_of_learning.cost.device_time`) knows of a machine: the project's own measurements, one
 `Calibration` per machine, named by the config's `cost.calibration`.
 
 Each holds what was measured, not rates fitted to it; the rates the model uses are derived here, so that every number

@@ -151,6 +151,36 @@ def extraction_mem_mb(model: str, experiment: Experiment, config: dict) -> int:
     return -(-host_memory(size, entry, dtype, experiment.tokens_per_layer, extraction["store_dtype"]) // 10**6)
 
 
+# A cluster job's time limit (SLURM's --time): the predicted time this many times over, for a slower node than the
+# calibration's and a loaded filesystem; never under the floor, which also stands for a model whose size nothing knows.
+RUNTIME_MARGIN = 3
+RUNTIME_FLOOR_MIN = 15
+
+
+def runtime_min(model: str, experiment: Experiment, config: dict, job: str) -> int:
+    """What one of a checkpoint's jobs requests of time on a cluster, in minutes (the rule's `device_time`): `job`
+    "extraction" (loading, the forward pass, the writes; its download runs before it, in a job of its own) or "metrics"
+    (one metrics job), predicted on `cost.calibration`'s machine from the model's size in the committed table or its
+    local folder, RUNTIME_MARGIN times over and at least RUNTIME_FLOOR_MIN."""
+    entry, extraction, metrics = experiment.models[model], config["extraction"], config["metrics"]
+    calibration = CALIBRATIONS[config["cost"]["calibration"]]
+    size = model_sizes.of(model, experiment.models, experiment.checkpoints)
+    if size is None or size.hidden_size is None:
+        return RUNTIME_FLOOR_MIN
+    tokens = experiment.tokens_per_layer
+    if job == "extraction":
+        dtype = forward_dtype(entry, extraction, calibration)
+        seconds = (size.weight_bytes / calibration.load_bytes_per_s
+                   + tokens * 2 * size.forward_parameters / calibration.flops(dtype)
+                   + shard_bytes(tokens, entry["layers"], size.hidden_size, extraction["store_dtype"])
+                   / calibration.write_bytes_per_s + calibration.extraction_startup_s)
+    else:
+        layers = max(len(layers_in_group(group)) for group in experiment.layer_groups(model))
+        seconds = (layers * calibration.metrics_layer_s(size.hidden_size, metrics["batch_size"], metrics["batches"])
+                   + calibration.metrics_startup_s)
+    return max(RUNTIME_FLOOR_MIN, -(-RUNTIME_MARGIN * int(seconds) // 60))
+
+
 def estimate(experiment: Experiment, found: list[ModelVolume], config: dict, devices: int | None = None) -> Cost:
     """The cost of the planned `experiment` with the sizes `found` (`disk.volumes` of its checkpoints), calibrated by
     config["cost"]["calibration"], on config["cost"]["gpus"] devices unless `devices` is given."""
