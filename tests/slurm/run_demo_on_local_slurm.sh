@@ -48,8 +48,10 @@ scratch=$(bash tests/slurm/local_cluster.sh scratch)
     echo "$(date +%s) $(scontrol -o show job 2>/dev/null | grep JobState=RUNNING | grep -c TresPerJob=gres:gpu)"
   done ) > "$workdir/gpu_jobs_running.txt" &
 background+=($!)
-run "$workdir" .venv/bin/snakemake --profile profiles/slurm --profile tests/slurm/profile \
-    --configfile "${presets[@]}" --config scratch="$scratch" --directory "$workdir"
+# One extraction fails on its first attempt (a test switch): the profile's retries must complete the run.
+failing=demo-pythia/step4
+run "$workdir" env SHAPE_OF_LEARNING_FAIL_FIRST_ATTEMPT=$failing .venv/bin/snakemake --profile profiles/slurm \
+    --profile tests/slurm/profile --configfile "${presets[@]}" --config scratch="$scratch" --directory "$workdir"
 echo "$label through SLURM: $seconds s, load average $load ($workdir)"
 .venv/bin/python -m shape_of_learning verify "${presets[@]}" --directory "$workdir"
 
@@ -62,6 +64,12 @@ awk -v s="$seconds" -v l="$local_s" -v n="$submissions" -v h="$submit_host" 'BEG
     printf "%d jobs on the submit host\n", h }'
 .venv/bin/python tests/slurm/slurm_times.py "$(scontrol show config | awk '/^SlurmctldLogFile/ {print $3}')" \
     "$(scontrol show config | awk '/^SlurmdLogFile/ {print $3}')" "$workdir/snakemake.out"
+
+# SLURM's log of the failed attempt is kept (.snakemake/slurm_logs/), the successful retry's deleted
+grep -rq "failed on its first attempt, as SHAPE_OF_LEARNING_FAIL_FIRST_ATTEMPT asks" "$workdir/.snakemake/slurm_logs" \
+    && grep -q "Trying to restart job" "$workdir/snakemake.out" \
+    || { echo "FAIL: $failing's extraction did not fail once and complete by its retry" >&2; exit 1; }
+echo "$failing's extraction failed on its first attempt and the run completed by its retry"
 
 # At some second, two jobs holding a GPU each were running: the cluster was not capped at one GPU job.
 most=$(sort -k2,2n "$workdir/gpu_jobs_running.txt" | tail -1 | cut -d' ' -f2)

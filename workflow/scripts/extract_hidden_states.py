@@ -1,10 +1,12 @@
 import json
 import logging
+import os
 from pathlib import Path
 
 from shape_of_learning import network
 from shape_of_learning.corpus import read_windows
 from shape_of_learning.corpus.media import read_media
+from shape_of_learning.extraction import FAIL_FIRST_ATTEMPT_VARIABLE
 from shape_of_learning.extraction.hidden_states import extract
 from shape_of_learning.logs import filesystem, job_logging
 from shape_of_learning.models.hf_cache import evict_weights
@@ -12,6 +14,9 @@ from shape_of_learning.models.pinning import read_lock
 
 with job_logging(snakemake):
     network.go_offline()  # the download job put every file it reads into the HF cache (models.download)
+    job = f"{snakemake.wildcards.model}/{snakemake.wildcards.checkpoint}"
+    if os.environ.get(FAIL_FIRST_ATTEMPT_VARIABLE) == job and snakemake.attempt == 1:
+        raise RuntimeError(f"{job}: failed on its first attempt, as {FAIL_FIRST_ATTEMPT_VARIABLE} asks (a test switch)")
     entry = snakemake.config["models"][snakemake.wildcards.model]
     options = snakemake.config["extraction"]
     corpus = Path(snakemake.input.corpus)
