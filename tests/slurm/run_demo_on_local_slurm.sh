@@ -5,7 +5,8 @@
 # the same DAG through profiles/slurm exactly as a user does. It prints both wall times, their ratio, the SLURM
 # submissions and where those jobs spent their time (tests/slurm/slurm_times.py); it checks every output, that two GPU
 # jobs ran at once (profiles/default's workstation limit must not cap a cluster), and that every checkpoint's shards
-# were written to the node's scratch and none was left behind; it stops the daemons it started.
+# were written to the node's scratch and none was left behind, and that one extraction made to fail on its first
+# attempt (a test switch) completed by the profile's retry; it stops the daemons it started.
 # Run as root from the repository root: `make slurm-test`, or `make slurm-test PRESET=presets/demo.yaml`.
 set -euo pipefail
 repo=$(pwd)
