@@ -9,7 +9,7 @@ TORCH_INDEX ?=
 # the tests on CORES workers (pytest-xdist), a module per worker: its module fixtures, e.g. the end-to-end run, run once
 PYTEST := $(BIN)/pytest -q -n $(CORES) --dist loadscope
 
-.PHONY: demo test check lint check-dry-run-demo check-dry-run-paper paper dry-run report slurm-test clean
+.PHONY: demo test check lint format check-dry-run-demo check-dry-run-paper paper dry-run report slurm-test clean
 
 $(BIN)/snakemake: requirements/*.txt pyproject.toml  ## the package, editable, with every pin of requirements/
 	$(PYTHON) -m venv $(VENV)
@@ -26,13 +26,17 @@ test: $(BIN)/snakemake  ## unit tests and the end-to-end run of the real DAG on 
 # Lint and dry runs write nothing: in a results folder of their own, `check` passes whichever config wrote results/
 CHECK_ROOT := --config results=results-check
 
-check: $(BIN)/snakemake  ## the fast loop (~1 min): unit tests without the DAG runs, lint, dry runs of the demo and the paper
+check: $(BIN)/snakemake  ## the fast loop (~1 min): unit tests without the DAG runs, lint and format, dry runs of the demo and the paper
 	$(PYTEST) -m "not slow" -p no:cacheprovider
 	$(MAKE) --no-print-directory -j $(CORES) --output-sync check-dry-run-paper lint check-dry-run-demo
 
 # check's Snakemake runs side by side (make -j), the longest first; dry runs and lint take no lock
-lint: $(BIN)/snakemake
+lint: $(BIN)/snakemake  ## Snakemake's lint of the workflow, and every Python file as `ruff format` writes it
+	$(BIN)/ruff format --check --quiet
 	$(BIN)/snakemake --lint --configfile presets/demo.yaml $(CHECK_ROOT)
+
+format: $(BIN)/snakemake  ## format every Python file (`make check` fails where one is not)
+	$(BIN)/ruff format
 
 check-dry-run-demo: $(BIN)/snakemake
 	$(BIN)/snakemake -n --quiet rules --configfile presets/demo.yaml $(CHECK_ROOT) > /dev/null
