@@ -34,8 +34,9 @@ parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
 parser.add_argument("--threads", type=int, default=1, help="threads per job (the rules' `threads:` on a workstation)")
 parser.add_argument("--repeats", type=int, default=2, help="runs of each measurement; the fastest counts")
 parser.add_argument("--tokens", type=int, default=8192, help="tokens per layer of the forward-pass measurement")
-parser.add_argument("--widths", type=int, nargs="+", default=None, help="metric widths (default: CPU 128 384 768, "
-                    "GPU 768 2560 4096)")
+parser.add_argument(
+    "--widths", type=int, nargs="+", default=None, help="metric widths (default: CPU 128 384 768, GPU 768 2560 4096)"
+)
 args = parser.parse_args()
 os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(args.threads)  # before torch is imported
 os.environ["CUDA_VISIBLE_DEVICES"] = os.environ.get("CUDA_VISIBLE_DEVICES", "0") if args.device == "cuda" else ""
@@ -101,13 +102,20 @@ def startups(workdir: Path) -> dict[str, float]:
     extract_speed.PYTHIA_SHAPES["tiny"] = TINY
     entry = extract_speed.model_entry("tiny", workdir, 64, 8, "auto")
     shards = workdir / "tiny-shards"  # the metrics jobs' input, with its manifest
-    manifest = extract(checkpoints("tiny", entry)[0], entry, extract_speed.windows_of("", 64, 200), 256, shards,
-                       loss=None)
+    manifest = extract(
+        checkpoints("tiny", entry)[0], entry, extract_speed.windows_of("", 64, 200), 256, shards, loss=None
+    )
     (shards / "manifest.json").write_text(json.dumps(manifest, default=str))
-    return {"extraction": min(fresh_process(STARTUP["extraction"], entry["path"], str(workdir / f"tiny-{run}"))
-                              for run in range(args.repeats)),
-            "metrics": min(fresh_process(STARTUP["metrics"], entry["path"], str(shards), str(workdir / "m.parquet"))
-                           for _ in range(args.repeats))}
+    return {
+        "extraction": min(
+            fresh_process(STARTUP["extraction"], entry["path"], str(workdir / f"tiny-{run}"))
+            for run in range(args.repeats)
+        ),
+        "metrics": min(
+            fresh_process(STARTUP["metrics"], entry["path"], str(shards), str(workdir / "m.parquet"))
+            for _ in range(args.repeats)
+        ),
+    }
 
 
 def load_rate(entry: dict, workdir: Path) -> tuple[float, int]:
@@ -135,17 +143,26 @@ def forward(entry: dict, workdir: Path) -> tuple[dict[str, float], dict[str, tup
     windows = extract_speed.windows_of("", 4 * args.tokens // entry["max_length"] + 64, 8 * entry["max_length"])
     context = multiprocessing.get_context("spawn")
     bare, pairs = {}, {}
-    for dtype in (["bfloat16", "float32"] if args.device == "cuda" else ["float32"]):
+    for dtype in ["bfloat16", "float32"] if args.device == "cuda" else ["float32"]:
         runs = {"bare": [], "extract": [] if args.device == "cuda" else None}
         for repeat in range(args.repeats):
             for mode in (mode for mode, found in runs.items() if found is not None):
                 with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
-                    runs[mode].append(pool.submit(extract_speed.run_mode, mode, {**entry, "dtype": dtype}, windows,
-                                                  args.tokens, str(workdir / f"shards-{dtype}-{repeat}"),
-                                                  "float16").result())
+                    runs[mode].append(
+                        pool.submit(
+                            extract_speed.run_mode,
+                            mode,
+                            {**entry, "dtype": dtype},
+                            windows,
+                            args.tokens,
+                            str(workdir / f"shards-{dtype}-{repeat}"),
+                            "float16",
+                        ).result()
+                    )
         walls = {mode: max(run["tokens_per_second"] for run in found) for mode, found in runs.items() if found}
-        bare[dtype] = walls["bare"] if args.device == "cuda" else args.tokens / min(
-            run["cpu_seconds"] for run in runs["bare"])
+        bare[dtype] = (
+            walls["bare"] if args.device == "cuda" else args.tokens / min(run["cpu_seconds"] for run in runs["bare"])
+        )
         if args.device == "cuda":
             pairs[dtype] = (walls["bare"], walls["extract"])
     return bare, pairs
@@ -182,8 +199,12 @@ def metrics_batches(widths: list[int]) -> dict[int, float]:
         batch = metrics_speed.hidden_state_like(4096, width)
         compute_metrics(batch, batch_size=4096, device=device)  # warm-up: allocator, kernels, lazy imports
         if args.device == "cuda":
-            found[width] = round(metrics_speed.best_time(
-                lambda: compute_metrics(batch, batch_size=4096, device=device), args.repeats, device)[0], 4)
+            found[width] = round(
+                metrics_speed.best_time(
+                    lambda: compute_metrics(batch, batch_size=4096, device=device), args.repeats, device
+                )[0],
+                4,
+            )
             continue
         times = []
         for _ in range(args.repeats):
@@ -207,21 +228,26 @@ def main() -> None:
         with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
             loads = [pool.submit(load_rate, entry, workdir).result() for _ in range(args.repeats)]
         (rate, size), (bare, pairs) = max(loads), forward(entry, workdir)
-        writes = (write_rate((layers + 1) * width * 2, *pairs.values()) if args.device == "cuda"
-                  else write_rate_cpu(layers, width, workdir))
+        writes = (
+            write_rate((layers + 1) * width * 2, *pairs.values())
+            if args.device == "cuda"
+            else write_rate_cpu(layers, width, workdir)
+        )
         widths = args.widths or ([768, 2560, 4096] if args.device == "cuda" else [128, 384, 768])
         batches = metrics_batches(widths)
-    print(f"# {SHAPE}'s shape: {layers} blocks of width {width}; weights {size / 1e6:.0f} MB as float16 files; "
-          f"{args.threads} thread(s), {args.device}, best of {args.repeats}"
-          + (f"; (bare, extraction) tokens/s: {pairs}" if pairs else ""))
+    print(
+        f"# {SHAPE}'s shape: {layers} blocks of width {width}; weights {size / 1e6:.0f} MB as float16 files; "
+        f"{args.threads} thread(s), {args.device}, best of {args.repeats}"
+        + (f"; (bare, extraction) tokens/s: {pairs}" if pairs else "")
+    )
     print(f"""Calibration(
-    device="{'GPU' if args.device == 'cuda' else 'core'}",
+    device="{"GPU" if args.device == "cuda" else "core"}",
     forward_parameters=...,  # {SHAPE}'s (calibration.py)
     bare_tokens_per_s={ {dtype: round(value) for dtype, value in bare.items()} },
     write_bytes_per_s={writes:.3e},
     load_bytes_per_s={rate:.3e},
-    extraction_startup_s={started['extraction']:.2f},
-    metrics_startup_s={started['metrics']:.2f},
+    extraction_startup_s={started["extraction"]:.2f},
+    metrics_startup_s={started["metrics"]:.2f},
     metrics_batch_s={batches},
 )""")
 

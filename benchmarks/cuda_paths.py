@@ -71,9 +71,11 @@ def main() -> int:
         fp32 = run({**entry, "dtype": "float32", "batch_size": 8}, texts, tokens, workdir / "fp32")
         bf16 = run({**entry, "batch_size": 8}, texts, tokens, workdir / "bf16")
         reference, plain = vectors(workdir / "fp32", layers), vectors(workdir / "bf16", layers)
-        print(f"1. fp32 {fp32['tokens_per_second']:.0f} tok/s, bf16 {bf16['tokens_per_second']:.0f} tok/s on "
-              f"{bf16['device']}; bf16 vs fp32, worst layer: relative error "
-              f"{worst_relative_error(plain, reference):.2e}")
+        print(
+            f"1. fp32 {fp32['tokens_per_second']:.0f} tok/s, bf16 {bf16['tokens_per_second']:.0f} tok/s on "
+            f"{bf16['device']}; bf16 vs fp32, worst layer: relative error "
+            f"{worst_relative_error(plain, reference):.2e}"
+        )
 
         config = AutoConfig.from_pretrained(entry["path"])
         with torch.device("meta"):
@@ -81,17 +83,21 @@ def main() -> int:
         spread = run({**entry, "batch_size": 8}, texts, tokens, workdir / "device_map", leave_free=1.1 * weight_bytes)
         error = worst_relative_error(vectors(workdir / "device_map", layers), plain)
         ok = spread["device"].startswith("cuda") and error < 1e-2
-        print(f"2. device_map='auto' with {1.1 * weight_bytes / 2**30:.2f} GiB free for {weight_bytes / 2**30:.2f} "
-              f"GiB of weights: {spread['tokens_per_second']:.0f} tok/s, vs plain bf16 relative error {error:.2e}"
-              f" -> {'ok' if ok else 'FAILED'}")
+        print(
+            f"2. device_map='auto' with {1.1 * weight_bytes / 2**30:.2f} GiB free for {weight_bytes / 2**30:.2f} "
+            f"GiB of weights: {spread['tokens_per_second']:.0f} tok/s, vs plain bf16 relative error {error:.2e}"
+            f" -> {'ok' if ok else 'FAILED'}"
+        )
         failures += [] if ok else ["device_map"]
 
         activations = args.oom_batch * args.max_length * config.hidden_size * 2 * (layers + 1)
         halved = run(entry, texts, tokens, workdir / "oom", leave_free=weight_bytes + activations / 2)
         error = worst_relative_error(vectors(workdir / "oom", layers), plain)
         ok = halved["batch_size"] < args.oom_batch and error < 1e-2
-        print(f"3. out-of-memory halving: first batch {args.oom_batch} windows, ran at {halved['batch_size']}; "
-              f"vs plain bf16 relative error {error:.2e} -> {'ok' if ok else 'FAILED'}")
+        print(
+            f"3. out-of-memory halving: first batch {args.oom_batch} windows, ran at {halved['batch_size']}; "
+            f"vs plain bf16 relative error {error:.2e} -> {'ok' if ok else 'FAILED'}"
+        )
         failures += [] if ok else ["oom halving"]
     if failures:
         print(f"FAILED: {failures}")

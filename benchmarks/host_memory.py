@@ -58,7 +58,9 @@ def peaks(measure):
     return before, peak, result
 '''
 
-LOAD = SAMPLER + '''
+LOAD = (
+    SAMPLER
+    + """
 import torch, transformers
 from shape_of_learning.extraction.loading import load_model
 
@@ -68,10 +70,13 @@ before, peak, model = peaks(lambda: load_model(folder, None, config, dtype, "cpu
                                                init_seed=0 if baseline else None)[0])
 print(json.dumps({"parameters": sum(p.numel() for p in model.parameters()),
                   "anonymous": peak[0] - before[0], "files": peak[1] - before[1]}))
-'''
+"""
+)
 
 # The analysis job's code path; `sys.argv`: the model's folder, the pairs (JSON), the folder of config.yaml.
-ANALYSE = SAMPLER + '''
+ANALYSE = (
+    SAMPLER
+    + """
 from pathlib import Path
 import pandas as pd
 from shape_of_learning.experiment.config import load_config, validate_model_entry
@@ -87,7 +92,8 @@ before, peak, (table, _, _) = peaks(lambda: analyse(
     clusters=settings["clusters"], directions=settings["directions"], least=tuple(settings["least_directions"]),
     figure_tokens=settings["figure_tokens"], batch_size=settings["batch_size"], device="cpu", dtype="float32"))
 print(json.dumps({"anonymous": peak[0], "words": int(table["tokens"].iloc[0]), "texts": int(table["texts"].iloc[0])}))
-'''
+"""
+)
 
 
 def extraction(args) -> None:
@@ -97,23 +103,32 @@ def extraction(args) -> None:
     from shape_of_learning.cost.device_time import dtype_bytes
 
     with tempfile.TemporaryDirectory() as tmp:
-        config = transformers.GPTNeoXConfig(hidden_size=args.hidden, num_hidden_layers=args.layers,
-                                            num_attention_heads=args.hidden // 64, intermediate_size=4 * args.hidden,
-                                            vocab_size=50304)
+        config = transformers.GPTNeoXConfig(
+            hidden_size=args.hidden,
+            num_hidden_layers=args.layers,
+            num_attention_heads=args.hidden // 64,
+            intermediate_size=4 * args.hidden,
+            vocab_size=50304,
+        )
         transformers.GPTNeoXForCausalLM(config).to(torch.bfloat16).save_pretrained(tmp)
         files = sum(f.stat().st_size for f in Path(tmp).glob("*.safetensors"))
         print(f"GPT-NeoX, hidden {args.hidden}, {args.layers} layers: {files / 1e9:.2f} GB of bfloat16 safetensors")
         print(f"{'loaded':32} {'anonymous':>10} {'ratio':>6} {'mapped files':>13}   (peaks beyond the imports)")
-        for label, dtype, baseline in [("from its files, float32", "float32", False),
-                                       ("from its files, bfloat16", "bfloat16", False),
-                                       ("random-init baseline, float32", "float32", True),
-                                       ("random-init baseline, bfloat16", "bfloat16", True)]:
-            result = subprocess.run([sys.executable, "-c", LOAD, tmp, dtype, str(int(baseline))], check=True,
-                                    capture_output=True, text=True)
+        for label, dtype, baseline in [
+            ("from its files, float32", "float32", False),
+            ("from its files, bfloat16", "bfloat16", False),
+            ("random-init baseline, float32", "float32", True),
+            ("random-init baseline, bfloat16", "bfloat16", True),
+        ]:
+            result = subprocess.run(
+                [sys.executable, "-c", LOAD, tmp, dtype, str(int(baseline))], check=True, capture_output=True, text=True
+            )
             measured = json.loads(result.stdout.splitlines()[-1])
             term = measured["parameters"] * dtype_bytes(dtype)
-            print(f"{label:32} {measured['anonymous'] / 1e9:7.2f} GB {measured['anonymous'] / term:6.2f} "
-                  f"{measured['files'] / 1e9:10.2f} GB")
+            print(
+                f"{label:32} {measured['anonymous'] / 1e9:7.2f} GB {measured['anonymous'] / term:6.2f} "
+                f"{measured['files'] / 1e9:10.2f} GB"
+            )
         print("ratio: the anonymous peak over the request's weights term, parameters x bytes of the forward dtype")
 
 
@@ -135,17 +150,22 @@ def analysis(args) -> None:
         def sentence() -> str:
             count = int(np.clip(rng.normal(10, 4), 3, 40))
             start = rng.integers(len(words) - count)
-            return " ".join(words[start:start + count])
+            return " ".join(words[start : start + count])
 
-        pairs = pd.DataFrame([dict(text1=sentence(), text2=sentence(), score=rng.uniform(0, 5))
-                              for _ in range(args.pairs)])
+        pairs = pd.DataFrame(
+            [dict(text1=sentence(), text2=sentence(), score=rng.uniform(0, 5)) for _ in range(args.pairs)]
+        )
         pairs.to_json(folder / "pairs.json")
         tokenizer = AutoTokenizer.from_pretrained(checkpoints("minilm", {"package": MINILM})[0].location)
         torch.manual_seed(0)
         BertModel(BertConfig(vocab_size=tokenizer.vocab_size)).save_pretrained(folder / "bert")
         tokenizer.save_pretrained(folder / "bert")
-        result = subprocess.run([sys.executable, "-c", ANALYSE, str(folder / "bert"), str(folder / "pairs.json"),
-                                 str(REPO)], check=True, capture_output=True, text=True)
+        result = subprocess.run(
+            [sys.executable, "-c", ANALYSE, str(folder / "bert"), str(folder / "pairs.json"), str(REPO)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
     measured = json.loads(result.stdout.splitlines()[-1])
     tokens = measured["words"] + 2 * measured["texts"]  # BERT adds [CLS] and [SEP] to each text
     print(f"BERT-base (random), {args.pairs} pairs: {tokens:,} tokens ({measured['words']:,} of them words)")

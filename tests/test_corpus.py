@@ -49,7 +49,7 @@ MARKUP_PAGES = [
     # comments (holding a template, over two lines), tags with content kept, <br> as a line break, HTML tables
     "Visible text.\nRed words\nand small ones.\nBelow.",
     # entities double-escaped in the XML, decoded after markup is stripped: &amp;lt;b&amp;gt; is visible text
-    "Fish & chips cost <3 €\xa0today — café été.\nShown markup: <b>bold</b> stays literal.\nHe said \"yes\".",
+    'Fish & chips cost <3 €\xa0today — café été.\nShown markup: <b>bold</b> stays literal.\nHe said "yes".',
     # file/image/media links with nested links in captions, piped links, link trails, inline interwiki and
     # category links, external links with and without labels, bare URLs, categories, interlanguage links
     "Jean lived in the capital and Lyons.\nMaps follow.\nHe read a definition and the writers' list.\n"
@@ -85,7 +85,12 @@ def test_every_markup_case_cleans_to_known_prose(tmp_path):
     text, stats = clean(DATA / "markup.xml", tmp_path)
     assert text == expected_text(MARKUP_PAGES)
     assert {key: stats[key] for key in ("pages_in", "pages", "redirects", "other_namespaces", "empty_pages")} == {
-        "pages_in": 11, "pages": 8, "redirects": 1, "other_namespaces": 1, "empty_pages": 1}
+        "pages_in": 11,
+        "pages": 8,
+        "redirects": 1,
+        "other_namespaces": 1,
+        "empty_pages": 1,
+    }
     raw = (DATA / "markup.xml").read_bytes()
     assert stats["bytes_in"] == len(raw) and stats["bytes_out"] == len(text.encode())
     assert stats["distinct_bytes_in"] == len(set(raw)) and stats["distinct_chars_out"] == len(set(text))
@@ -98,15 +103,20 @@ def test_malformed_markup_never_swallows_the_next_page(tmp_path):
     assert stats["invalid_utf8_pages"] == 1 and stats["other_namespaces"] == 1
 
 
-@pytest.mark.parametrize("wikitext, prose", [
-    ("A {{cite|x|}} b.", "A b."),  # "|}}" closes the template, not a table
-    ("{{Infobox\n| name = x\n|}}\nProse.", "Prose."),
-    ("[http://example.org Talk at [[University of California, Berkeley|UC Berkeley]], 1962] x",
-     "Talk at UC Berkeley, 1962 x"),
-    ("{{office-table}}\n|President\n|-\n|Someone\n|}\nAfter.", "After."),  # rows of a table a template opened
-    ("[[Image:a.jpg|thumb|See [b] and [[c|d]]]] Text.", "Text."),  # single brackets inside a caption
-    ("'''''Both''''' and ''[[link]]''.", "Both and link."),
-])
+@pytest.mark.parametrize(
+    "wikitext, prose",
+    [
+        ("A {{cite|x|}} b.", "A b."),  # "|}}" closes the template, not a table
+        ("{{Infobox\n| name = x\n|}}\nProse.", "Prose."),
+        (
+            "[http://example.org Talk at [[University of California, Berkeley|UC Berkeley]], 1962] x",
+            "Talk at UC Berkeley, 1962 x",
+        ),
+        ("{{office-table}}\n|President\n|-\n|Someone\n|}\nAfter.", "After."),  # rows of a table a template opened
+        ("[[Image:a.jpg|thumb|See [b] and [[c|d]]]] Text.", "Text."),  # single brackets inside a caption
+        ("'''''Both''''' and ''[[link]]''.", "Both and link."),
+    ],
+)
 def test_markup_met_in_real_dumps(wikitext, prose):
     assert clean_wikitext(wikitext) == prose
 
@@ -148,12 +158,15 @@ def enwik8_head_clean(tmp_path_factory):
 def test_real_enwik8_prefix(enwik8_head_clean):
     _, text, stats = enwik8_head_clean
     assert stats["sha256_in"] == ENWIK8_HEAD_SHA256 and stats["bytes_in"] == 4_154_064
-    assert {key: stats[key] for key in ("pages_in", "pages", "redirects", "other_namespaces", "invalid_utf8_pages")} \
-        == {"pages_in": 491, "pages": 248, "redirects": 242, "other_namespaces": 1, "invalid_utf8_pages": 0}
+    assert {
+        key: stats[key] for key in ("pages_in", "pages", "redirects", "other_namespaces", "invalid_utf8_pages")
+    } == {"pages_in": 491, "pages": 248, "redirects": 242, "other_namespaces": 1, "invalid_utf8_pages": 0}
     assert stats["distinct_bytes_in"] == 200  # the byte alphabet of the raw XML; the whole enwik8 has 205
-    assert text.startswith("Anarchism originated as a term of abuse first used against early working class radicals "
-                           "including the Diggers of the English Revolution and the sans-culottes of the French "
-                           "Revolution. Whilst the term")
+    assert text.startswith(
+        "Anarchism originated as a term of abuse first used against early working class radicals "
+        "including the Diggers of the English Revolution and the sans-culottes of the French "
+        "Revolution. Whilst the term"
+    )
     for markup in ("{{", "}}", "[[", "]]", "{|", "<ref", "&lt;", "&quot;", "'''", "thumb|", "[[Category:", "http://"):
         assert markup not in text, markup
 
@@ -166,8 +179,14 @@ def test_cleaning_is_deterministic(tmp_path, enwik8_head_clean):
 
 def test_gensim_demo_sample_obtains_and_cleans(tmp_path):
     pytest.importorskip("gensim", reason="gensim (demo extra) not installed")
-    dest = obtain(tmp_path / "enwiki-sample.xml", url=None, local_path=gensim_sample_path(), size=None, md5=None,
-                  sha256=GENSIM_SAMPLE_SHA256)
+    dest = obtain(
+        tmp_path / "enwiki-sample.xml",
+        url=None,
+        local_path=gensim_sample_path(),
+        size=None,
+        md5=None,
+        sha256=GENSIM_SAMPLE_SHA256,
+    )
     _, stats = clean(dest, tmp_path)
     assert (stats["pages_in"], stats["pages"], stats["distinct_bytes_in"]) == (206, 106, 201)
 
@@ -195,13 +214,19 @@ def zipped(members: dict[str, bytes]) -> bytes:
 ZIPPED = zipped({"enwik8": PAYLOAD})
 
 
-@pytest.mark.parametrize("packed", [ZIPPED, bz2.compress(PAYLOAD), gzip.compress(PAYLOAD), PAYLOAD],
-                         ids=["zip", "bz2", "gz", "plain"])
+@pytest.mark.parametrize(
+    "packed", [ZIPPED, bz2.compress(PAYLOAD), gzip.compress(PAYLOAD), PAYLOAD], ids=["zip", "bz2", "gz", "plain"]
+)
 def test_obtain_from_local_copy(tmp_path, packed):
     local = tmp_path / "copy"
     local.write_bytes(packed)
-    dest = obtain(tmp_path / "raw" / "enwik8", url="http://unused.invalid/enwik8.zip", local_path=local,
-                  archive_sha256=hashlib.sha256(packed).hexdigest(), **PINNED)
+    dest = obtain(
+        tmp_path / "raw" / "enwik8",
+        url="http://unused.invalid/enwik8.zip",
+        local_path=local,
+        archive_sha256=hashlib.sha256(packed).hexdigest(),
+        **PINNED,
+    )
     assert dest.read_bytes() == PAYLOAD
     assert sorted(p.name for p in dest.parent.iterdir()) == ["enwik8"]  # no .part left
 
@@ -254,7 +279,7 @@ class _DumpHandler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if server.drops:
             server.drops -= 1
-            body = body[:len(body) // 2]  # then HTTP/1.0 closes the connection: the client sees a short body
+            body = body[: len(body) // 2]  # then HTTP/1.0 closes the connection: the client sees a short body
         self.wfile.write(body)
 
     def log_message(self, *args):
@@ -283,8 +308,9 @@ def serve(monkeypatch):
 @pytest.mark.parametrize("supports_range", [True, False])
 def test_obtain_downloads_and_recovers_from_a_dropped_connection(tmp_path, serve, supports_range):
     server, url = serve(drops=1, supports_range=supports_range)
-    dest = obtain(tmp_path / "enwik8", url=url, local_path=None, archive_sha256=hashlib.sha256(ZIPPED).hexdigest(),
-                  **PINNED)
+    dest = obtain(
+        tmp_path / "enwik8", url=url, local_path=None, archive_sha256=hashlib.sha256(ZIPPED).hexdigest(), **PINNED
+    )
     assert dest.read_bytes() == PAYLOAD
     assert server.ranges == [None, f"bytes={len(ZIPPED) // 2}-"]  # the retry resumed from the partial file
     assert (tmp_path / "downloads" / "enwik8.zip").read_bytes() == ZIPPED
@@ -362,7 +388,7 @@ def test_windows_are_deterministic_non_overlapping_and_start_at_words(clean_text
     assert not windows["start"].is_monotonic_increasing  # consumption order is random, not text order
     starts = windows["start"].sort_values().to_numpy()
     assert (starts[1:] - starts[:-1] >= 512).all() and starts[-1] + 512 <= len(text)
-    assert all(row.text == text[row.start:row.start + 512] for row in windows.itertuples())
+    assert all(row.text == text[row.start : row.start + 512] for row in windows.itertuples())
     assert all(start == 0 or (text[start - 1].isspace() and not text[start].isspace()) for start in starts)
     assert windows.attrs["source_sha256"] == sha256 and windows.attrs["source_chars"] == len(text)
 
@@ -391,9 +417,14 @@ def test_windows_file_round_trip(tmp_path):
     write_windows(windows, out)
     assert sorted(p.name for p in out.parent.iterdir()) == ["windows.parquet"]  # no temporary left
     assert read_windows(out) == windows["text"].tolist()
-    assert json.loads(pq.read_schema(out).metadata[b"shape_of_learning.windows"]) == {"seed": 3, "n_windows": 20, "window_chars": 64, "source": str(text_path),
-                                     "source_sha256": hashlib.sha256(text_path.read_bytes()).hexdigest(),
-                                     "source_chars": len(text_path.read_text())}
+    assert json.loads(pq.read_schema(out).metadata[b"shape_of_learning.windows"]) == {
+        "seed": 3,
+        "n_windows": 20,
+        "window_chars": 64,
+        "source": str(text_path),
+        "source_sha256": hashlib.sha256(text_path.read_bytes()).hexdigest(),
+        "source_chars": len(text_path.read_text()),
+    }
     pd.testing.assert_frame_equal(pd.read_parquet(out), windows, check_dtype=False)
 
 

@@ -32,23 +32,39 @@ SNAKEMAKE = Path(sys.executable).parent / "snakemake"
 
 # 2 x 1000 FLOPs a token at 1000 tokens/s: 2e6 FLOP/s; writes: 100 bytes a token in 1/500 - 1/1000 s: 1e5 bytes/s;
 # a metrics batch of 4096 vectors: 1 s at width 100, 2 s at 300 (1.5 s at 200)
-ROUND = Calibration(device="GPU", measured="by hand", forward_parameters=1000, bare_tokens_per_s={"float32": 1000},
-                    write_bytes_per_s=write_rate(100, (1000, 500)), load_bytes_per_s=1e6, extraction_startup_s=10,
-                    metrics_startup_s=5, metrics_batch_s={100: 1.0, 300: 2.0})
-TABLE = {"org/a": ModelSize(parameters=3000, forward_parameters=2000, weight_bytes=4_000_000, hidden_size=200),
-         "org/b": ModelSize(parameters=1000, forward_parameters=500, weight_bytes=1_000_000, hidden_size=100)}
+ROUND = Calibration(
+    device="GPU",
+    measured="by hand",
+    forward_parameters=1000,
+    bare_tokens_per_s={"float32": 1000},
+    write_bytes_per_s=write_rate(100, (1000, 500)),
+    load_bytes_per_s=1e6,
+    extraction_startup_s=10,
+    metrics_startup_s=5,
+    metrics_batch_s={100: 1.0, 300: 2.0},
+)
+TABLE = {
+    "org/a": ModelSize(parameters=3000, forward_parameters=2000, weight_bytes=4_000_000, hidden_size=200),
+    "org/b": ModelSize(parameters=1000, forward_parameters=500, weight_bytes=1_000_000, hidden_size=100),
+}
 
 
 def two_models(**cost_settings) -> dict:
     """a: a decoder of 3 blocks, two checkpoints; b: an encoder of 1 block, one checkpoint and (Godey et al.'s
     figure) a random-init baseline. 2 x 2048 tokens a layer, float16 shards, 2 layers a metrics job."""
-    return validate_config({
-        "corpus": {"name": "c"}, "extraction": {"dtype": "float32"},
-        "metrics": {"batch_size": 2048, "batches": 2, "layers_per_job": 2},
-        "cost": {"calibration": "cpu", "download_mb_per_s": 2, **cost_settings},
-        "figures": {"profile_by_modality": {"models": ["b"]}},
-        "models": {"a": {"hub_id": "org/a", "kind": "decoder", "layers": 3, "checkpoints": ["step1", "step2"]},
-                   "b": {"hub_id": "org/b", "kind": "encoder", "layers": 1}}})
+    return validate_config(
+        {
+            "corpus": {"name": "c"},
+            "extraction": {"dtype": "float32"},
+            "metrics": {"batch_size": 2048, "batches": 2, "layers_per_job": 2},
+            "cost": {"calibration": "cpu", "download_mb_per_s": 2, **cost_settings},
+            "figures": {"profile_by_modality": {"models": ["b"]}},
+            "models": {
+                "a": {"hub_id": "org/a", "kind": "decoder", "layers": 3, "checkpoints": ["step1", "step2"]},
+                "b": {"hub_id": "org/b", "kind": "encoder", "layers": 1},
+            },
+        }
+    )
 
 
 @pytest.fixture
@@ -63,8 +79,9 @@ def offline(tmp_path, monkeypatch):
 
 def estimate(config: dict, devices: int | None = None) -> cost.Cost:
     experiment = plan(config)
-    found = disk.volumes(experiment.checkpoints, experiment.models, experiment.tokens_per_layer,
-                         config["extraction"]["store_dtype"])
+    found = disk.volumes(
+        experiment.checkpoints, experiment.models, experiment.tokens_per_layer, config["extraction"]["store_dtype"]
+    )
     return cost.estimate(experiment, found, config, devices)
 
 
@@ -98,10 +115,14 @@ def test_an_extraction_requests_its_model_its_shards_and_its_process_of_host_mem
     requests the process alone."""
     config = two_models()
     shards = 4096 * 4 * 200 * 2  # a: 4096 tokens a layer, 4 states of width 200, float16
-    assert cost.host_memory(TABLE["org/a"], config["models"]["a"], "float32", 4096, "float16") == \
-        cost.HOST_BASE_BYTES + 1.2 * 4 * 3000 + shards
-    assert cost.host_memory(TABLE["org/a"], config["models"]["a"], "bfloat16", 4096, "float16") == \
-        cost.HOST_BASE_BYTES + 1.2 * 2 * 3000 + shards
+    assert (
+        cost.host_memory(TABLE["org/a"], config["models"]["a"], "float32", 4096, "float16")
+        == cost.HOST_BASE_BYTES + 1.2 * 4 * 3000 + shards
+    )
+    assert (
+        cost.host_memory(TABLE["org/a"], config["models"]["a"], "bfloat16", 4096, "float16")
+        == cost.HOST_BASE_BYTES + 1.2 * 2 * 3000 + shards
+    )
     assert cost.extraction_mem_mb("a", plan(config), config) == 4007  # 4e9 + 14,400 + 6,553,600 bytes, rounded up
     config["models"]["c"] = {**config["models"]["b"], "hub_id": "org/unlisted"}
     assert cost.extraction_mem_mb("c", plan(validate_config(config)), config) == cost.HOST_BASE_BYTES // 10**6
@@ -118,8 +139,7 @@ def test_wall_time_on_n_devices_is_the_total_shared_but_never_shorter_than_the_l
     assert estimate(two_models(), devices=4).devices == 4
 
 
-def test_a_cluster_job_asks_for_its_predicted_time_three_times_over_and_never_less_than_the_floor(offline,
-                                                                                                 monkeypatch):
+def test_a_cluster_job_asks_for_its_predicted_time_three_times_over_and_never_less_than_the_floor(offline, monkeypatch):
     """a's extraction: loading 4 s, forward 8.192 s, writes 65.536 s, start-up 10 s: 87.7 s, three times over: 5 min;
     a metrics job of 2 layers at 0.75 s each and its 5 s start-up: 1 min. A model of unknown size gets the floor."""
     config = two_models()
@@ -142,9 +162,10 @@ def test_wall_time_is_never_below_the_download_over_the_configured_link(offline)
 
 
 def test_one_metrics_job_per_checkpoint_pays_each_start_up_once(offline):
-    grouped, single = (estimate(validate_config({**two_models(), "metrics": {**two_models()["metrics"],
-                                                                               "layers_per_job": per_job}}))
-                       for per_job in (1, "checkpoint"))
+    grouped, single = (
+        estimate(validate_config({**two_models(), "metrics": {**two_models()["metrics"], "layers_per_job": per_job}}))
+        for per_job in (1, "checkpoint")
+    )
     assert [m.metrics_jobs for m in grouped.models] == [2 * 4, 2 * 2]
     assert [m.metrics_jobs for m in single.models] == [2, 2]
     assert grouped.terms["start-up"].known - single.terms["start-up"].known == pytest.approx((8 + 4 - 4) * 5)
@@ -154,9 +175,18 @@ def test_one_metrics_job_per_checkpoint_pays_each_start_up_once(offline):
 def test_locks_and_local_folders_refine_the_table_and_what_none_knows_stays_unknown(offline):
     lock = Path("results/lock/a/step1.json")
     lock.parent.mkdir(parents=True)
-    lock.write_text(json.dumps({"model": "a", "checkpoint": "step1", "commit_sha": "c" * 40, "source": "hub",
-                                "weights": {"model.safetensors": "1" * 64},
-                                "weight_bytes": {"model.safetensors": 2_000_000}}))
+    lock.write_text(
+        json.dumps(
+            {
+                "model": "a",
+                "checkpoint": "step1",
+                "commit_sha": "c" * 40,
+                "source": "hub",
+                "weights": {"model.safetensors": "1" * 64},
+                "weight_bytes": {"model.safetensors": 2_000_000},
+            }
+        )
+    )
     a = estimate(two_models()).models[0]
     assert a.download == disk.Bytes(2_000_000 + 4_000_000) and a.terms["downloading"].known == pytest.approx(3.0)
     # step2's weights in the HF cache already: their size is the files', and nothing is downloaded
@@ -173,8 +203,10 @@ def test_locks_and_local_folders_refine_the_table_and_what_none_knows_stays_unkn
     # a local folder: parameters from its safetensors headers, less vocab_size x hidden size; bytes on disk; width
     folder = offline / "saved"
     folder.mkdir()
-    save_file({"embed.weight": np.zeros((10, 4), np.float32), "block.weight": np.zeros((4, 4), np.float32)},
-              str(folder / "model.safetensors"))
+    save_file(
+        {"embed.weight": np.zeros((10, 4), np.float32), "block.weight": np.zeros((4, 4), np.float32)},
+        str(folder / "model.safetensors"),
+    )
     (folder / "config.json").write_text(json.dumps({"vocab_size": 10, "hidden_size": 4}))
     assert model_sizes.local(folder) == ModelSize(56, 56 - 40, (folder / "model.safetensors").stat().st_size, 4)
     assert model_sizes.local(offline / "not-trained-yet") is None
@@ -195,8 +227,11 @@ def test_the_committed_table_sizes_every_configured_hub_model_offline(tmp_path, 
     run = estimate(config)
     assert not run.total.unknown  # every term known on a fresh clone, offline
     # the paper's download: each hub checkpoint at its model's row (its own repository's, for TinyLlama's)
-    downloads = sum(int(rows[entry["hub_id"]]["weight_bytes"]) * len(plan(config).checkpoints[name])
-                    for name, entry in plan(config).models.items() if "hub_id" in entry)
+    downloads = sum(
+        int(rows[entry["hub_id"]]["weight_bytes"]) * len(plan(config).checkpoints[name])
+        for name, entry in plan(config).models.items()
+        if "hub_id" in entry
+    )
     assert sum(m.download.known for m in run.models) == downloads
 
 
@@ -230,20 +265,34 @@ def test_the_calibrations_rates_come_from_their_measurements():
 
 @pytest.mark.slow
 def test_the_paper_dry_run_prints_the_cost_offline_on_a_fresh_clone(tmp_path):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "empty-cache"),
-           "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
-    dry = subprocess.run([SNAKEMAKE, "--snakefile", REPO / "Snakefile", "--directory", tmp_path, "-n", "--quiet",
-                          "rules"], cwd=REPO, env=env, capture_output=True, text=True)
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_HUB_CACHE": str(tmp_path / "empty-cache"),
+        "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
+    }
+    dry = subprocess.run(
+        [SNAKEMAKE, "--snakefile", REPO / "Snakefile", "--directory", tmp_path, "-n", "--quiet", "rules"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert dry.returncode == 0, dry.stderr[-3000:]
     assert "pythia-2.8b " in dry.stderr and "GPU-hours on one GPU: " in dry.stderr
-    lines = dry.stderr[dry.stderr.index("Cost of "):].splitlines()
+    lines = dry.stderr[dry.stderr.index("Cost of ") :].splitlines()
     assert "unknown" not in "\n".join(lines) and "≥" not in "\n".join(lines)
     assert len(lines) == 4 and "wall time on 1 GPU (cost.gpus" in lines[3]  # the summary comes last
     # one figure asked for: the cost of its extractions only, and a wall time no shorter than their download
-    figure3 = subprocess.run([SNAKEMAKE, "--snakefile", REPO / "Snakefile", "--directory", tmp_path, "-n", "figure3"],
-                             cwd=REPO, env=env, capture_output=True, text=True)
+    figure3 = subprocess.run(
+        [SNAKEMAKE, "--snakefile", REPO / "Snakefile", "--directory", tmp_path, "-n", "figure3"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     pythia = len(plan(load_config(REPO / "config.yaml")).checkpoints["pythia-2.8b"])
-    summary = figure3.stderr[figure3.stderr.index("Cost of "):].splitlines()
+    summary = figure3.stderr[figure3.stderr.index("Cost of ") :].splitlines()
     assert summary[0].startswith(f"Cost of {pythia} extractions and {pythia} metrics jobs") and len(summary) == 4
     download = re.search(r"download: [\d.]+ GB, (\d+) min at 100 MB/s", summary[1]).group(1)
     assert summary[3].endswith(f"wall time on 1 GPU (cost.gpus, or --gpus N): {download} min")
@@ -253,10 +302,19 @@ def test_the_paper_dry_run_prints_the_cost_offline_on_a_fresh_clone(tmp_path):
 def test_a_cluster_run_requests_each_extraction_the_host_memory_of_its_model(tmp_path):
     """Through profiles/slurm, an extraction's --mem follows its model (`cost.extraction_mem_mb`): a 13B model's float32
     weights alone are 52 GB, more than any flat request for every extraction should be."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "empty-cache"),
-           "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
-    dry = subprocess.run([SNAKEMAKE, "--profile", "profiles/slurm", "--directory", tmp_path, "-n"], cwd=REPO, env=env,
-                         capture_output=True, text=True)
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_HUB_CACHE": str(tmp_path / "empty-cache"),
+        "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
+    }
+    dry = subprocess.run(
+        [SNAKEMAKE, "--profile", "profiles/slurm", "--directory", tmp_path, "-n"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert dry.returncode == 0, dry.stderr[-3000:]
     requested = {}
     for job in (dry.stdout + dry.stderr).split("rule extract_hidden_states:")[1:]:
@@ -267,8 +325,10 @@ def test_a_cluster_run_requests_each_extraction_the_host_memory_of_its_model(tmp
     assert requested["pythia-2.8b"] * 10**6 > 4 * sizes["EleutherAI/pythia-2.8b"].parameters
     assert requested["pythia-70m"] < requested["pythia-2.8b"] < requested["llama-2-13b"]
     # its time limit: the cost model's, not a flat one (at least cost.device_time.RUNTIME_FLOOR_MIN)
-    limits = {int(re.search(r"resources: .*\bruntime=(\d+)", job).group(1))
-              for job in (dry.stdout + dry.stderr).split("rule extract_hidden_states:")[1:]}
+    limits = {
+        int(re.search(r"resources: .*\bruntime=(\d+)", job).group(1))
+        for job in (dry.stdout + dry.stderr).split("rule extract_hidden_states:")[1:]
+    }
     assert limits and min(limits) >= cost.RUNTIME_FLOOR_MIN and 120 not in limits
 
 
@@ -276,8 +336,15 @@ def test_a_cluster_run_requests_each_extraction_the_host_memory_of_its_model(tmp
 def test_a_cluster_run_whose_command_line_config_drops_the_scratch_is_refused_before_anything_is_written(tmp_path):
     """A --config on the command line replaces profiles/slurm's `config:`, its scratch with it: the run stops while
     Snakemake plans, naming the fix, and writes nothing (no SLURM daemon needed: nothing is submitted)."""
-    done = run_snakemake(tmp_path, "--profile", REPO / "profiles/slurm", "--configfile", REPO / "presets/demo.yaml",
-                         "--config", "results=results-elsewhere")
+    done = run_snakemake(
+        tmp_path,
+        "--profile",
+        REPO / "profiles/slurm",
+        "--configfile",
+        REPO / "presets/demo.yaml",
+        "--config",
+        "results=results-elsewhere",
+    )
     assert done.returncode != 0
     assert "config.scratch is not set" in done.stdout + done.stderr and "add scratch=/tmp" in done.stdout + done.stderr
     assert not (tmp_path / "results-elsewhere").exists()

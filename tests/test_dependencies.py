@@ -35,8 +35,10 @@ def test_no_package_is_pinned_twice():
 
 def test_the_installed_package_declares_exactly_the_pinned_requirements():
     declared = [str(Requirement(r)) for r in importlib.metadata.requires("shape-of-learning")]
-    expected = [*pins("pipeline.txt"), *(f'{pin}; extra == "{extra}"' for extra in ("demo", "test")
-                                        for pin in pins(f"{extra}.txt"))]
+    expected = [
+        *pins("pipeline.txt"),
+        *(f'{pin}; extra == "{extra}"' for extra in ("demo", "test") for pin in pins(f"{extra}.txt")),
+    ]
     assert sorted(declared) == sorted(str(Requirement(r)) for r in expected)
 
 
@@ -57,8 +59,11 @@ def unpinned(modules: set[str]) -> dict[str, list[str]]:
     distributions that do (a package installed only as another's dependency, e.g. requests for snakemake)."""
     distributions = importlib.metadata.packages_distributions()
     pinned = pinned_names("pipeline.txt", "demo.txt")
-    return {module: distributions.get(module, []) for module in modules
-            if not {d.lower().replace("_", "-") for d in distributions.get(module, [module])} & pinned}
+    return {
+        module: distributions.get(module, [])
+        for module in modules
+        if not {d.lower().replace("_", "-") for d in distributions.get(module, [module])} & pinned
+    }
 
 
 def test_every_third_party_module_the_pipeline_imports_is_pinned():

@@ -30,18 +30,26 @@ REPO_ID = "EleutherAI/pythia-tiny"
 
 def config(**extraction) -> dict:
     """A hub model of three checkpoints (2 layers), a local one (4 layers); 1 x 128 tokens per layer."""
-    return validate_config({
-        "corpus": {"name": "c"}, "windows": {}, "figures": {}, "extraction": extraction,
-        "metrics": {"batches": 1, "batch_size": 128},
-        "models": {"tiny": {"hub_id": REPO_ID, "kind": "decoder", "layers": 2,
-                            "checkpoints": ["step1", "step2", "step3"]},
-                   "local": {"path": "saved", "kind": "encoder", "layers": 4}}})
+    return validate_config(
+        {
+            "corpus": {"name": "c"},
+            "windows": {},
+            "figures": {},
+            "extraction": extraction,
+            "metrics": {"batches": 1, "batch_size": 128},
+            "models": {
+                "tiny": {"hub_id": REPO_ID, "kind": "decoder", "layers": 2, "checkpoints": ["step1", "step2", "step3"]},
+                "local": {"path": "saved", "kind": "encoder", "layers": 4},
+            },
+        }
+    )
 
 
 def volumes(config: dict, hub: bool = False) -> list[disk.ModelVolume]:
     experiment = plan(config)
-    return disk.volumes(experiment.checkpoints, experiment.models, experiment.tokens_per_layer,
-                        config["extraction"]["store_dtype"], hub)
+    return disk.volumes(
+        experiment.checkpoints, experiment.models, experiment.tokens_per_layer, config["extraction"]["store_dtype"], hub
+    )
 
 
 @pytest.fixture
@@ -52,16 +60,34 @@ def run(tmp_path, monkeypatch):
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)  # online: step3 is the Hub's to tell (CI sets offline)
     monkeypatch.chdir(tmp_path)
     width = json.dumps({"hidden_size": 8}).encode()
-    add_revision(tmp_path / "cache", REPO_ID, "step2", {
-        "config.json": width, "model.safetensors.index.json": json.dumps(
-            {"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}).encode(),
-        "model-00001-of-00002.safetensors": b"x" * 300, "model-00002-of-00002.safetensors": b"y" * 200,
-        "pytorch_model.bin": b"z" * 9999})  # auto: safetensors, so the .bin is not counted
+    add_revision(
+        tmp_path / "cache",
+        REPO_ID,
+        "step2",
+        {
+            "config.json": width,
+            "model.safetensors.index.json": json.dumps(
+                {"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}
+            ).encode(),
+            "model-00001-of-00002.safetensors": b"x" * 300,
+            "model-00002-of-00002.safetensors": b"y" * 200,
+            "pytorch_model.bin": b"z" * 9999,
+        },
+    )  # auto: safetensors, so the .bin is not counted
     lock = Path("results/lock/tiny/step1.json")
     lock.parent.mkdir(parents=True)
-    lock.write_text(json.dumps({"model": "tiny", "checkpoint": "step1", "commit_sha": "c" * 40, "source": "hub",
-                                "weights": {"model.safetensors": "1" * 64},
-                                "weight_bytes": {"model.safetensors": 700}}))
+    lock.write_text(
+        json.dumps(
+            {
+                "model": "tiny",
+                "checkpoint": "step1",
+                "commit_sha": "c" * 40,
+                "source": "hub",
+                "weights": {"model.safetensors": "1" * 64},
+                "weight_bytes": {"model.safetensors": 700},
+            }
+        )
+    )
     Path("saved").mkdir()
     Path("saved/config.json").write_text(json.dumps({"d_model": 12}))
     return tmp_path
@@ -82,8 +108,13 @@ def test_sizes_come_from_locks_and_the_cache_and_unknown_ones_are_counted_not_gu
 
 def test_a_lock_written_before_sizes_were_recorded_reads_them_from_the_cache_or_counts_them_unknown(run):
     commit = add_revision(run / "cache", REPO_ID, "step3", {"model.safetensors": b"w" * 40})
-    old = {"model": "tiny", "checkpoint": "step3", "commit_sha": commit, "source": "hub",
-           "weights": {"model.safetensors": "2" * 64}}  # no weight_bytes
+    old = {
+        "model": "tiny",
+        "checkpoint": "step3",
+        "commit_sha": commit,
+        "source": "hub",
+        "weights": {"model.safetensors": "2" * 64},
+    }  # no weight_bytes
     Path("results/lock/tiny/step3.json").write_text(json.dumps(old))
     assert pinning.read_lock("results/lock/tiny/step3.json") == old
     assert volumes(config())[0].downloads == [700, 500, 40]
@@ -116,9 +147,13 @@ def test_hub_sizes_only_when_asked(run, monkeypatch, capsys):
     class FakeApi:
         def model_info(self, repo, revision, files_metadata):
             calls.append((repo, revision, files_metadata))
-            return SimpleNamespace(sha="e" * 40, siblings=[
-                SimpleNamespace(rfilename="model.safetensors", lfs=SimpleNamespace(sha256="3" * 64), size=4000),
-                SimpleNamespace(rfilename="config.json", lfs=None, blob_id="b" * 40, size=600)])
+            return SimpleNamespace(
+                sha="e" * 40,
+                siblings=[
+                    SimpleNamespace(rfilename="model.safetensors", lfs=SimpleNamespace(sha256="3" * 64), size=4000),
+                    SimpleNamespace(rfilename="config.json", lfs=None, blob_id="b" * 40, size=600),
+                ],
+            )
 
     def fake_download(repo, filename, revision):
         calls.append((repo, filename, revision))

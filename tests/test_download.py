@@ -35,8 +35,17 @@ ENTRY = {"tokenizer": None, "weights": "auto"}
 @pytest.fixture
 def hub_folder(tmp_path) -> Path:
     root = tmp_path / "hub"
-    add_branch(root, "acme/big", "main", {"config.json": b'{"model_type": "gpt2"}', "model.safetensors": BIG,
-                                          "tokenizer.json": b"{}", "flax_model.msgpack": b"not fetched"})
+    add_branch(
+        root,
+        "acme/big",
+        "main",
+        {
+            "config.json": b'{"model_type": "gpt2"}',
+            "model.safetensors": BIG,
+            "tokenizer.json": b"{}",
+            "flax_model.msgpack": b"not fetched",
+        },
+    )
     add_branch(root, "acme/gated", "main", {"config.json": b"{}", "model.safetensors": b"weights"})
     (root / "acme/gated/gated").touch()
     return root
@@ -51,8 +60,9 @@ def client(monkeypatch, tmp_path):
 
 
 def served(hub: LocalHub, name: str) -> list[tuple]:
-    return [(method, byte_range, status) for method, path, byte_range, status in hub.requests
-            if path.endswith(f"/{name}")]
+    return [
+        (method, byte_range, status) for method, path, byte_range, status in hub.requests if path.endswith(f"/{name}")
+    ]
 
 
 def test_a_download_cut_short_resumes_from_the_bytes_received_and_is_verified(hub_folder, client, monkeypatch):
@@ -86,8 +96,10 @@ def test_a_wrong_sha256_is_refused_and_nothing_of_it_stays_in_the_cache(hub_fold
         with pytest.raises(download.DigestMismatchError) as refused:
             download.download(lock | {"weights": {"model.safetensors": recorded}}, ENTRY)
     message = str(refused.value)
-    assert (f"acme/big@{lock['commit_sha']}: model.safetensors has digest {hashlib.sha256(BIG).hexdigest()}, not the "
-            f"{recorded} its lock records; deleted from the Hugging Face cache" in message)
+    assert (
+        f"acme/big@{lock['commit_sha']}: model.safetensors has digest {hashlib.sha256(BIG).hexdigest()}, not the "
+        f"{recorded} its lock records; deleted from the Hugging Face cache" in message
+    )
     repository = client / "models--acme--big"
     left = sorted(path.name for path in repository.rglob("*") if path.is_file() or path.is_symlink())
     assert "model.safetensors" not in left and not any(name.endswith(".incomplete") for name in left)
@@ -142,10 +154,21 @@ def tiny_hub(tmp_path_factory) -> Path:
     of its tokenizer."""
     root, scratch = tmp_path_factory.mktemp("hub"), tmp_path_factory.mktemp("scratch")
     byte_tokenizer("gpt_neox", 128).save_pretrained(scratch / "tokenizer")
-    config = transformers.GPTNeoXConfig(vocab_size=300, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                        intermediate_size=64, max_position_embeddings=256)
-    add_branch(root, TOKENIZER, "main", {path.name: path for path in (scratch / "tokenizer").iterdir()}
-               | {"config.json": config.to_json_string().encode()})
+    config = transformers.GPTNeoXConfig(
+        vocab_size=300,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=256,
+    )
+    add_branch(
+        root,
+        TOKENIZER,
+        "main",
+        {path.name: path for path in (scratch / "tokenizer").iterdir()}
+        | {"config.json": config.to_json_string().encode()},
+    )
     for seed, step in enumerate(STEPS):
         torch.manual_seed(seed)
         transformers.GPTNeoXForCausalLM(config).save_pretrained(scratch / step)
@@ -175,25 +198,58 @@ def test_extraction_reads_what_the_download_jobs_fetched_and_opens_no_connection
         "extraction": {"evict_weights": True},
         "metrics": {"names": ["anisotropy"], "batch_size": 128, "batches": 2, "layers_per_job": "checkpoint"},
         "figures": {"profile_across_checkpoints": [{"model": "tiny"}]},
-        "models": {"tiny": {"hub_id": TINY, "tokenizer": TOKENIZER, "kind": "decoder", "layers": 2, "max_length": 64,
-                            "checkpoints": STEPS}},
+        "models": {
+            "tiny": {
+                "hub_id": TINY,
+                "tokenizer": TOKENIZER,
+                "kind": "decoder",
+                "layers": 2,
+                "max_length": 64,
+                "checkpoints": STEPS,
+            }
+        },
     }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     cache, log = tmp_path / "hf-cache", tmp_path / "connections.jsonl"
-    env = {key: value for key, value in os.environ.items() if key not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
-                                                                         "HF_TOKEN")}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN")
+    }
     with LocalHub(tiny_hub) as hub:
-        env |= {"HF_ENDPOINT": hub.endpoint, "HF_HUB_CACHE": str(cache), "HF_TOKEN_PATH": str(tmp_path / "no-token"),
-                "NETWORK_GUARD_LOG": str(log), "PYTHONPATH": os.pathsep.join([str(GUARD), env.get("PYTHONPATH", "")])}
-        result = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
-                                 "--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml"),
-                                 "--cores", "2"], capture_output=True, text=True, env=env)
+        env |= {
+            "HF_ENDPOINT": hub.endpoint,
+            "HF_HUB_CACHE": str(cache),
+            "HF_TOKEN_PATH": str(tmp_path / "no-token"),
+            "NETWORK_GUARD_LOG": str(log),
+            "PYTHONPATH": os.pathsep.join([str(GUARD), env.get("PYTHONPATH", "")]),
+        }
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "snakemake",
+                "--snakefile",
+                str(REPO / "Snakefile"),
+                "--directory",
+                str(tmp_path),
+                "--configfile",
+                str(tmp_path / "config.yaml"),
+                "--cores",
+                "2",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
     assert result.returncode == 0, result.stderr[-4000:]
     connections = [json.loads(line) for line in log.read_text().splitlines()]
     by_job = {}
     for connection in connections:
-        job = next((name for name in ("download_weights", "extract_hidden_states") if name in " ".join(
-            connection["argv"])), "snakemake")
+        job = next(
+            (name for name in ("download_weights", "extract_hidden_states") if name in " ".join(connection["argv"])),
+            "snakemake",
+        )
         by_job.setdefault(job, []).append(connection)
     assert by_job.get("extract_hidden_states") is None  # not one attempt, loopback included
     assert by_job["download_weights"] and all(c["allowed"] for c in connections)  # the guard saw the downloads
@@ -205,8 +261,11 @@ def test_extraction_reads_what_the_download_jobs_fetched_and_opens_no_connection
 
     # a lane of downloads holds two checkpoints' weights at most: step2's download waits for step0's extraction
     events = job_events(result.stderr)
-    order = [(kind, step) for kind, rule, step in events if rule in ("download_weights", "extract_hidden_states")
-             and (kind == "start") == (rule == "download_weights")]
+    order = [
+        (kind, step)
+        for kind, rule, step in events
+        if rule in ("download_weights", "extract_hidden_states") and (kind == "start") == (rule == "download_weights")
+    ]
     assert order.index(("end", "step0")) < order.index(("start", "step2"))
     assert order.index(("end", "step1")) < order.index(("start", "step3"))
     assert not list((tmp_path / "results/weights").rglob("*.json"))  # the receipts are temporary
@@ -215,11 +274,17 @@ def test_extraction_reads_what_the_download_jobs_fetched_and_opens_no_connection
 @pytest.mark.slow
 def test_the_network_guard_refuses_every_address_but_loopback(tmp_path):
     log = tmp_path / "connections.jsonl"
-    probe = ("import socket\n"
-             "for attempt in (lambda: socket.create_connection(('93.184.216.34', 443), timeout=5),\n"
-             "                lambda: socket.getaddrinfo('huggingface.co', 443)):\n"
-             "    try:\n        attempt()\n    except OSError as error:\n        print(error)\n")
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": str(GUARD), "NETWORK_GUARD_LOG": str(log)})
+    probe = (
+        "import socket\n"
+        "for attempt in (lambda: socket.create_connection(('93.184.216.34', 443), timeout=5),\n"
+        "                lambda: socket.getaddrinfo('huggingface.co', 443)):\n"
+        "    try:\n        attempt()\n    except OSError as error:\n        print(error)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(GUARD), "NETWORK_GUARD_LOG": str(log)},
+    )
     assert result.stdout.count("network guard: no") == 2, result.stdout + result.stderr
     assert [json.loads(line)["allowed"] for line in log.read_text().splitlines()] == [False, False]

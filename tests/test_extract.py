@@ -39,28 +39,48 @@ SIZE = dict(hidden_size=32, num_attention_heads=4)
 # family -> (config, tokenizer kind); tokenizer kinds mimic the real ones: "bpe" (GPT-2/Pythia: no BOS, no pad),
 # "bpe_bos" (Llama/OPT: a BOS on every sequence), "wordpiece" (BERT: [CLS] ... [SEP], a pad token).
 FAMILIES = {
-    "gpt_neox": (lambda v: transformers.GPTNeoXConfig(vocab_size=v, intermediate_size=64, num_hidden_layers=2,
-                                                      **SIZE), "bpe"),
+    "gpt_neox": (
+        lambda v: transformers.GPTNeoXConfig(vocab_size=v, intermediate_size=64, num_hidden_layers=2, **SIZE),
+        "bpe",
+    ),
     "bloom": (lambda v: transformers.BloomConfig(vocab_size=v, n_layer=3, **SIZE), "bpe"),
-    "llama": (lambda v: transformers.LlamaConfig(vocab_size=v, intermediate_size=64, num_hidden_layers=2,
-                                                 num_key_value_heads=2, **SIZE), "bpe_bos"),
+    "llama": (
+        lambda v: transformers.LlamaConfig(
+            vocab_size=v, intermediate_size=64, num_hidden_layers=2, num_key_value_heads=2, **SIZE
+        ),
+        "bpe_bos",
+    ),
     "gpt2": (lambda v: transformers.GPT2Config(vocab_size=v, n_embd=32, n_layer=2, n_head=4), "bpe"),
-    "opt": (lambda v: transformers.OPTConfig(vocab_size=v, ffn_dim=64, num_hidden_layers=2, word_embed_proj_dim=32,
-                                             **SIZE), "bpe_bos"),
+    "opt": (
+        lambda v: transformers.OPTConfig(vocab_size=v, ffn_dim=64, num_hidden_layers=2, word_embed_proj_dim=32, **SIZE),
+        "bpe_bos",
+    ),
     # OPT-350m's layout: post-LN, no final norm, and a projected last hidden state (D=16 instead of 32)
-    "opt_350m": (lambda v: transformers.OPTConfig(vocab_size=v, ffn_dim=64, num_hidden_layers=2,
-                                                  word_embed_proj_dim=16, do_layer_norm_before=False, **SIZE),
-                 "bpe_bos"),
+    "opt_350m": (
+        lambda v: transformers.OPTConfig(
+            vocab_size=v, ffn_dim=64, num_hidden_layers=2, word_embed_proj_dim=16, do_layer_norm_before=False, **SIZE
+        ),
+        "bpe_bos",
+    ),
     "gptj": (lambda v: transformers.GPTJConfig(vocab_size=v, n_embd=32, n_layer=2, n_head=4, rotary_dim=4), "bpe"),
     "falcon": (lambda v: transformers.FalconConfig(vocab_size=v, num_hidden_layers=2, **SIZE), "bpe"),
-    "olmo": (lambda v: transformers.OlmoConfig(vocab_size=v, intermediate_size=64, num_hidden_layers=2, **SIZE),
-             "bpe"),
-    "bert": (lambda v: transformers.BertConfig(vocab_size=v, intermediate_size=64, num_hidden_layers=2, **SIZE),
-             "wordpiece"),
-    "roberta": (lambda v: transformers.RobertaConfig(vocab_size=v, intermediate_size=64, num_hidden_layers=2,
-                                                     pad_token_id=0, **SIZE), "wordpiece"),
-    "albert": (lambda v: transformers.AlbertConfig(vocab_size=v, embedding_size=16, intermediate_size=64,
-                                                   num_hidden_layers=3, **SIZE), "wordpiece"),
+    "olmo": (lambda v: transformers.OlmoConfig(vocab_size=v, intermediate_size=64, num_hidden_layers=2, **SIZE), "bpe"),
+    "bert": (
+        lambda v: transformers.BertConfig(vocab_size=v, intermediate_size=64, num_hidden_layers=2, **SIZE),
+        "wordpiece",
+    ),
+    "roberta": (
+        lambda v: transformers.RobertaConfig(
+            vocab_size=v, intermediate_size=64, num_hidden_layers=2, pad_token_id=0, **SIZE
+        ),
+        "wordpiece",
+    ),
+    "albert": (
+        lambda v: transformers.AlbertConfig(
+            vocab_size=v, embedding_size=16, intermediate_size=64, num_hidden_layers=3, **SIZE
+        ),
+        "wordpiece",
+    ),
 }
 
 
@@ -69,8 +89,14 @@ def bpe_tokenizer(with_bos: bool):
     backend = Tokenizer(models.BPE())
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
-    backend.train_from_iterator(WINDOWS, trainers.BpeTrainer(
-        vocab_size=300, special_tokens=["<s>", "<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    backend.train_from_iterator(
+        WINDOWS,
+        trainers.BpeTrainer(
+            vocab_size=300,
+            special_tokens=["<s>", "<|endoftext|>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        ),
+    )
     if with_bos:
         backend.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 0)])
     return transformers.PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="<|endoftext|>")
@@ -80,8 +106,11 @@ def bpe_tokenizer(with_bos: bool):
 def saved_models(tmp_path_factory):
     """family -> (model entry with `path`, saved directory); built once per test module."""
     minilm_dir = checkpoints("minilm", MINILM)[0].location
-    tokenizers = {"bpe": bpe_tokenizer(False), "bpe_bos": bpe_tokenizer(True),
-                  "wordpiece": transformers.AutoTokenizer.from_pretrained(minilm_dir)}
+    tokenizers = {
+        "bpe": bpe_tokenizer(False),
+        "bpe_bos": bpe_tokenizer(True),
+        "wordpiece": transformers.AutoTokenizer.from_pretrained(minilm_dir),
+    }
     saved = {}
     for seed, (family, (make_config, tokenizer_kind)) in enumerate(FAMILIES.items()):
         tokenizer = tokenizers[tokenizer_kind]
@@ -90,9 +119,15 @@ def saved_models(tmp_path_factory):
         directory = tmp_path_factory.mktemp(family)
         model.save_pretrained(directory)
         tokenizer.save_pretrained(directory)
-        entry = validate_model_entry({"path": str(directory), "kind": "encoder" if tokenizer_kind == "wordpiece"
-                                      else "decoder", "layers": model.config.num_hidden_layers, "batch_size": 4,
-                                      "max_length": 16})
+        entry = validate_model_entry(
+            {
+                "path": str(directory),
+                "kind": "encoder" if tokenizer_kind == "wordpiece" else "decoder",
+                "layers": model.config.num_hidden_layers,
+                "batch_size": 4,
+                "max_length": 16,
+            }
+        )
         saved[family] = entry
     return saved
 
@@ -109,8 +144,11 @@ def load(entry):
 
 def final_norm_output(model, inputs):
     """Output of the model's final norm module (ln_f, norm, final_layer_norm outside the blocks), None if none."""
-    norms = [module for name, module in model.named_modules()
-             if name.split(".")[-1] in ("ln_f", "norm", "final_layer_norm") and not any(c.isdigit() for c in name)]
+    norms = [
+        module
+        for name, module in model.named_modules()
+        if name.split(".")[-1] in ("ln_f", "norm", "final_layer_norm") and not any(c.isdigit() for c in name)
+    ]
     if not norms:
         return None
     captured = []
@@ -159,9 +197,22 @@ def test_manifest_and_shard_metadata(saved_models, tmp_path):
     schema = pq.read_schema(tmp_path / "layer_2.parquet")
     assert str(schema.field("vector").type) == "fixed_size_binary[64]"  # 32 float16 values
     metadata = json.loads(schema.metadata[METADATA_KEY])
-    assert metadata == dict(model="tiny", checkpoint="main", step=-1, revision=None, commit_sha=None, num_layers=2,
-                            tokens=23, model_dtype="float32", special_tokens="exclude", family="gpt_neox",
-                            last_layer_after_final_norm=True, layer=2, dim=32, store_dtype="float16")
+    assert metadata == dict(
+        model="tiny",
+        checkpoint="main",
+        step=-1,
+        revision=None,
+        commit_sha=None,
+        num_layers=2,
+        tokens=23,
+        model_dtype="float32",
+        special_tokens="exclude",
+        family="gpt_neox",
+        last_layer_after_final_norm=True,
+        layer=2,
+        dim=32,
+        store_dtype="float16",
+    )
 
 
 @pytest.mark.parametrize("family, special", [("bert", "[CLS]"), ("llama", "<s>")])
@@ -230,8 +281,10 @@ def test_cuda_out_of_memory_halves_the_batch(saved_models, tmp_path, monkeypatch
     assert calls[:2] == [4, 2] and manifest["batch_size"] == 2 and expected["batch_size"] == 4
     assert "retrying with batch size 2" in caplog.text
     for layer in range(entry["layers"] + 1):
-        np.testing.assert_array_equal(read_shard(tmp_path / "halved" / f"layer_{layer}.parquet")[0],
-                                      read_shard(tmp_path / "plain" / f"layer_{layer}.parquet")[0])
+        np.testing.assert_array_equal(
+            read_shard(tmp_path / "halved" / f"layer_{layer}.parquet")[0],
+            read_shard(tmp_path / "plain" / f"layer_{layer}.parquet")[0],
+        )
 
 
 def test_out_of_memory_at_batch_size_one_is_raised(saved_models, tmp_path, monkeypatch):
@@ -282,13 +335,16 @@ def with_head(entry, directory: Path) -> dict:
 
 @pytest.mark.parametrize("family", [family for family, (_, kind) in FAMILIES.items() if kind != "wordpiece"])
 def test_a_decoder_s_loss_is_its_next_token_loss_window_by_window_and_leaves_the_hidden_states_alone(
-        saved_models, family, tmp_path):
+    saved_models, family, tmp_path
+):
     entry = with_head(saved_models[family], tmp_path / "model")
     manifest = run(entry, tmp_path / "loss", store_dtype="float32", loss=LOSS)
     plain = run(entry, tmp_path / "plain", store_dtype="float32")
     for layer in range(entry["layers"] + 1):  # the head adds nothing to the hidden states
-        np.testing.assert_array_equal(read_shard(tmp_path / "loss" / f"layer_{layer}.parquet")[0],
-                                      read_shard(tmp_path / "plain" / f"layer_{layer}.parquet")[0])
+        np.testing.assert_array_equal(
+            read_shard(tmp_path / "loss" / f"layer_{layer}.parquet")[0],
+            read_shard(tmp_path / "plain" / f"layer_{layer}.parquet")[0],
+        )
     # each window alone, unpadded, through the model's own head: every 4th of the 40 kept tokens, in the order they
     # are stored, predicted from its prefix (a window's first token has none)
     model = transformers.AutoModelForCausalLM.from_pretrained(entry["path"]).eval()
@@ -299,15 +355,23 @@ def test_a_decoder_s_loss_is_its_next_token_loss_window_by_window_and_leaves_the
         ids = torch.tensor([encoded["input_ids"]])
         with torch.no_grad():
             logits = model(input_ids=ids).logits[0]
-        kept += [torch.nn.functional.cross_entropy(logits[position - 1], ids[0, position]).item() if position else None
-                 for position, special in enumerate(encoded["special_tokens_mask"]) if not special]
+        kept += [
+            torch.nn.functional.cross_entropy(logits[position - 1], ids[0, position]).item() if position else None
+            for position, special in enumerate(encoded["special_tokens_mask"])
+            if not special
+        ]
     losses = [loss for index, loss in enumerate(kept[:40]) if index % 4 == 0 and loss is not None][:10]
     assert manifest["loss"]["kind"] == "next-token" and manifest["loss"]["tokens"] == len(losses) >= 5
     assert manifest["loss"]["value"] == pytest.approx(np.mean(losses), rel=1e-5)
     assert manifest["loss"]["sum_squares"] == pytest.approx(np.sum(np.square(losses)), rel=1e-5)  # its error's
     assert manifest["loss"]["vocab_size"] == model.config.vocab_size  # the head's classes: ln V, a uniform guess
-    assert plain["loss"] == {"kind": None, "value": None, "tokens": 0, "seconds": plain["loss"]["seconds"],
-                             "reason": "not asked for (extraction.loss.tokens: 0)"}
+    assert plain["loss"] == {
+        "kind": None,
+        "value": None,
+        "tokens": 0,
+        "seconds": plain["loss"]["seconds"],
+        "reason": "not asked for (extraction.loss.tokens: 0)",
+    }
 
 
 def test_the_next_token_loss_takes_every_kth_kept_token_once_though_a_batch_is_retried():
@@ -321,8 +385,14 @@ def test_the_next_token_loss_takes_every_kth_kept_token_once_though_a_batch_is_r
     logits[[0, 1, 2], [1, 4, 7]] = 100.0  # certain of the right next token
     loss.add(logits, input_ids, positions)
     assert loss.positions(kept).sum() == 0  # the budget is met and the first 9 tokens are past
-    assert loss.record() == {"kind": "next-token", "value": pytest.approx(0.0, abs=1e-6), "tokens": 3,
-                             "sum_squares": pytest.approx(0.0, abs=1e-9), "vocab_size": 12, "reason": ""}
+    assert loss.record() == {
+        "kind": "next-token",
+        "value": pytest.approx(0.0, abs=1e-6),
+        "tokens": 3,
+        "sum_squares": pytest.approx(0.0, abs=1e-9),
+        "vocab_size": 12,
+        "reason": "",
+    }
 
 
 @pytest.mark.parametrize("family", ["bert", "roberta", "albert"])
@@ -333,8 +403,10 @@ def test_an_encoder_s_masked_lm_loss_comes_from_a_pass_of_its_own(saved_models, 
     other_seed = run(entry, tmp_path / "seed", store_dtype="float32", loss={**LOSS, "seed": 1})
     run(entry, tmp_path / "plain", store_dtype="float32")
     for layer in range(entry["layers"] + 1):  # masking happens in its own pass: the measured states are the plain ones
-        np.testing.assert_array_equal(read_shard(tmp_path / "loss" / f"layer_{layer}.parquet")[0],
-                                      read_shard(tmp_path / "plain" / f"layer_{layer}.parquet")[0])
+        np.testing.assert_array_equal(
+            read_shard(tmp_path / "loss" / f"layer_{layer}.parquet")[0],
+            read_shard(tmp_path / "plain" / f"layer_{layer}.parquet")[0],
+        )
     loss = manifest["loss"]
     assert loss["kind"] == "masked-lm" and loss["tokens"] > 0 and loss["value"] > 0
     assert again["loss"]["value"] == loss["value"] and other_seed["loss"]["value"] != loss["value"]
@@ -367,8 +439,9 @@ def test_the_fingerprint_is_the_same_for_the_same_function_and_differs_for_anoth
     shutil.copytree(entry["path"], tmp_path / "copy")
     tensors = safetensors.torch.load_file(tmp_path / "copy" / "model.safetensors")
     safetensors.torch.save_file(tensors, tmp_path / "copy" / "model.safetensors", metadata={"format": "pt", "by": "x"})
-    assert (tmp_path / "copy" / "model.safetensors").read_bytes() != (Path(entry["path"]) / "model.safetensors"
-                                                                       ).read_bytes()
+    assert (tmp_path / "copy" / "model.safetensors").read_bytes() != (
+        Path(entry["path"]) / "model.safetensors"
+    ).read_bytes()
     copy = run({**entry, "path": str(tmp_path / "copy")}, tmp_path / "c")["fingerprint"]
     assert copy == first
     model = transformers.AutoModel.from_pretrained(entry["path"])
@@ -391,8 +464,15 @@ def test_shard_round_trip_float16_and_float32(tmp_path):
     vectors = np.random.default_rng(0).standard_normal((10, 6)).astype(np.float32)
     for store in ("float16", "float32"):
         path = tmp_path / f"{store}.parquet"
-        write_shard(path, torch.from_numpy(vectors), metadata={"layer": 1}, store_dtype=store,
-                    windows=np.arange(10), positions=np.ones(10), token_ids=None)
+        write_shard(
+            path,
+            torch.from_numpy(vectors),
+            metadata={"layer": 1},
+            store_dtype=store,
+            windows=np.arange(10),
+            positions=np.ones(10),
+            token_ids=None,
+        )
         read, metadata = read_shard(path)
         np.testing.assert_allclose(read, vectors, atol=1e-3 if store == "float16" else 0)
         assert metadata == {"layer": 1, "dim": 6, "store_dtype": store}
@@ -424,17 +504,27 @@ def pipeline_batches(device, count=6, layers=3, dim=5, seed=0):
     batches = []
     for number in range(count):
         rows = 1 + number % 3
-        batches.append([(torch.randn(rows, dim, generator=generator).to(device),
-                         dict(windows=np.full(rows, number), positions=np.arange(rows), token_ids=None))
-                        for _ in range(layers)])
+        batches.append(
+            [
+                (
+                    torch.randn(rows, dim, generator=generator).to(device),
+                    dict(windows=np.full(rows, number), positions=np.arange(rows), token_ids=None),
+                )
+                for _ in range(layers)
+            ]
+        )
     return batches
 
 
 def run_pipeline(tmp_path, batches, *, store_dtype="float32", threads=4, in_flight=2, before_put=None):
     layers = len(batches[0])
     with ExitStack() as stack:
-        shards = [stack.enter_context(ShardWriter(tmp_path / f"layer_{layer}.parquet", metadata={"layer": layer},
-                                                  store_dtype=store_dtype)) for layer in range(layers)]
+        shards = [
+            stack.enter_context(
+                ShardWriter(tmp_path / f"layer_{layer}.parquet", metadata={"layer": layer}, store_dtype=store_dtype)
+            )
+            for layer in range(layers)
+        ]
         pipeline = stack.enter_context(ShardPipeline(shards, threads=threads, in_flight=in_flight))
         for number, batch in enumerate(batches):
             if before_put:
@@ -443,8 +533,7 @@ def run_pipeline(tmp_path, batches, *, store_dtype="float32", threads=4, in_flig
         pipeline.drain()
 
 
-def test_the_shard_pipeline_writes_each_shard_s_batches_in_order_though_an_early_write_is_slow(tmp_path,
-                                                                                               monkeypatch):
+def test_the_shard_pipeline_writes_each_shard_s_batches_in_order_though_an_early_write_is_slow(tmp_path, monkeypatch):
     append = ShardWriter.append
 
     def slow_first_write(shard, vectors, **index):
@@ -471,15 +560,19 @@ def test_the_shard_pipeline_holds_at_most_in_flight_batches(tmp_path, monkeypatc
 
     monkeypatch.setattr(ShardWriter, "append", gated)
     threading.Timer(1.0, lambda: (order.append("writes released"), gate.set())).start()
-    run_pipeline(tmp_path, pipeline_batches("cpu", count=4), in_flight=2,
-                 before_put=lambda number: order.append(f"put {number}"))
+    run_pipeline(
+        tmp_path, pipeline_batches("cpu", count=4), in_flight=2, before_put=lambda number: order.append(f"put {number}")
+    )
     assert order == ["put 0", "put 1", "put 2", "writes released", "put 3"]  # put 2 waited for batch 0's writes
 
 
-@pytest.mark.parametrize("store_dtype, value, error", [
-    ("float32", float("nan"), r"tiny layer 1: 1 non-finite hidden-state values.*dtype: float32"),
-    ("float16", 7e4, r"tiny layer 1: values beyond the float16 range.*store_dtype='float32'"),
-])
+@pytest.mark.parametrize(
+    "store_dtype, value, error",
+    [
+        ("float32", float("nan"), r"tiny layer 1: 1 non-finite hidden-state values.*dtype: float32"),
+        ("float16", 7e4, r"tiny layer 1: values beyond the float16 range.*store_dtype='float32'"),
+    ],
+)
 def test_the_shard_pipeline_refuses_what_it_cannot_store_and_names_the_layer(tmp_path, store_dtype, value, error):
     batches = pipeline_batches("cpu")
     batches[2][1][0][0, 0] = value
@@ -499,8 +592,12 @@ def test_the_shard_pipeline_on_a_gpu_stores_what_a_synchronous_copy_would(tmp_pa
         for _ in range(3):
             torch.full((4096, 4096), float(number), device="cuda").sum()
 
-    run_pipeline(tmp_path, [[(vectors.cuda(), index) for vectors, index in batch] for batch in batches],
-                 store_dtype="float16", before_put=busy_gpu)
+    run_pipeline(
+        tmp_path,
+        [[(vectors.cuda(), index) for vectors, index in batch] for batch in batches],
+        store_dtype="float16",
+        before_put=busy_gpu,
+    )
     for layer in range(4):
         np.testing.assert_array_equal(read_shard(tmp_path / f"layer_{layer}.parquet")[0], expected[layer])
 
@@ -516,16 +613,24 @@ def test_hub_checkpoint_is_pinned_from_the_offline_cache_and_loaded_by_sha(saved
     (repo / "refs" / "step1000").write_text(sha)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
-    entry = validate_model_entry({"hub_id": "EleutherAI/pythia-70m", "kind": "decoder", "layers": 2, "max_length": 16,
-                                  "checkpoints": ["step1000"]})
+    entry = validate_model_entry(
+        {
+            "hub_id": "EleutherAI/pythia-70m",
+            "kind": "decoder",
+            "layers": 2,
+            "max_length": 16,
+            "checkpoints": ["step1000"],
+        }
+    )
     [checkpoint] = checkpoints("pythia-70m", entry)
     manifest = extract(checkpoint, entry, WINDOWS, 10, tmp_path / "out", store_dtype="float32")
     assert manifest["commit_sha"] == sha and manifest["revision"] == "step1000" and manifest["step"] == 1000
     local = run(saved_models["gpt_neox"], tmp_path / "local", n_tokens=10, store_dtype="float32")
     assert manifest["weights_digest"] == local["weights_digest"]
     assert read_shard(tmp_path / "out/layer_2.parquet")[1]["commit_sha"] == sha
-    np.testing.assert_array_equal(read_shard(tmp_path / "out/layer_2.parquet")[0],
-                                  read_shard(tmp_path / "local/layer_2.parquet")[0])
+    np.testing.assert_array_equal(
+        read_shard(tmp_path / "out/layer_2.parquet")[0], read_shard(tmp_path / "local/layer_2.parquet")[0]
+    )
 
 
 class _RunsCodeOnLoad:
@@ -548,8 +653,10 @@ def test_pytorch_weights_load_like_safetensors_and_a_pickle_carrying_code_is_ref
     run(entry, tmp_path / "safetensors", store_dtype="float32")
     assert bin_manifest["weights_format"] == "pytorch"
     for layer in range(entry["layers"] + 1):  # the same weights, the same vectors
-        np.testing.assert_array_equal(read_shard(tmp_path / "bin" / f"layer_{layer}.parquet")[0],
-                                      read_shard(tmp_path / "safetensors" / f"layer_{layer}.parquet")[0])
+        np.testing.assert_array_equal(
+            read_shard(tmp_path / "bin" / f"layer_{layer}.parquet")[0],
+            read_shard(tmp_path / "safetensors" / f"layer_{layer}.parquet")[0],
+        )
 
     marker = tmp_path / "code-ran"
     torch.save({**model.state_dict(), "payload": _RunsCodeOnLoad(marker)}, as_bin / "pytorch_model.bin")

@@ -36,8 +36,11 @@ from workflow_runs import run_snakemake
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "tests" / "presets" / "tiny.yaml"
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
-       "HF_HUB_OFFLINE": "1"}
+ENV = {
+    **os.environ,
+    "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
+    "HF_HUB_OFFLINE": "1",
+}
 pytestmark = pytest.mark.slow
 
 
@@ -97,6 +100,7 @@ def copy_of(finished: Path, tmp_path: Path) -> Path:
 
 # --- --profile profiles/slurm -------------------------------------------------------------------------------------
 
+
 def test_cluster_profile_is_not_capped_by_the_workstation_profile():
     """Snakemake applies profiles/default on top of --profile profiles/slurm, winning key by key: the cluster's
     settings must come through, and the workstation's one-GPU limit must count per submitted job, not cluster-wide
@@ -106,30 +110,39 @@ def test_cluster_profile_is_not_capped_by_the_workstation_profile():
     cluster = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
     _, args = parse_args(["--profile", str(REPO / "profiles" / "slurm"), "--snakefile", str(REPO / "Snakefile")])
     assert {rule: value.value for rule, value in args.set_threads.items()} == cluster["set-threads"]
-    assert {rule: {key: value.value for key, value in resources.items() if key != "slurm_partition"}
-            for rule, resources in args.set_resources.items()} == {
+    assert {
+        rule: {key: value.value for key, value in resources.items() if key != "slurm_partition"}
+        for rule, resources in args.set_resources.items()
+    } == {
         rule: {key: value for key, value in resources.items() if key != "slurm_partition"}
-        for rule, resources in cluster["set-resources"].items()}
+        for rule, resources in cluster["set-resources"].items()
+    }
     assert args.executor == "slurm"
     assert "gpu" not in args.resources or args.set_resource_scopes.get("gpu") == "local"
     assert args.config == [f"scratch={cluster['config']['scratch']}"]  # shards on the node's disk (cluster.md)
 
 
-@pytest.mark.parametrize("profiles", [["profiles/slurm"], ["profiles/slurm", "tests/slurm/profile"]],
-                         ids=["profiles/slurm", "make slurm-test"])
+@pytest.mark.parametrize(
+    "profiles",
+    [["profiles/slurm"], ["profiles/slurm", "tests/slurm/profile"]],
+    ids=["profiles/slurm", "make slurm-test"],
+)
 def test_no_cluster_job_is_set_more_threads_than_a_job_is_allocated(profiles):
     """`cores` caps each job's allocation, while a job step's Snakemake runs with --cores all: on a node without
     cgroups, set-threads above `cores` would run more threads than the job was given (docs/cluster.md: the isotropy
     jobs took twice their CPU time)."""
     from snakemake.cli import parse_args
 
-    _, args = parse_args([arg for profile in profiles for arg in ("--profile", str(REPO / profile))]
-                         + ["--snakefile", str(REPO / "Snakefile")])
+    _, args = parse_args(
+        [arg for profile in profiles for arg in ("--profile", str(REPO / profile))]
+        + ["--snakefile", str(REPO / "Snakefile")]
+    )
     over = {rule: value.value for rule, value in args.set_threads.items() if value.value > args.cores}
     assert over == {}, f"set-threads above cores: {args.cores}: {over}"
 
 
 # --- settings that cannot / can change results --------------------------------------------------------------------
+
 
 def test_settings_that_cannot_change_results_rerun_nothing(finished, tmp_path):
     def change(config):
@@ -137,28 +150,68 @@ def test_settings_that_cannot_change_results_rerun_nothing(finished, tmp_path):
         config["extraction"].update(device="cpu", keep_embeddings=False, evict_weights=True)
         config["models"]["minilm"]["batch_size"] = 3  # windows per forward pass
         config["models"]["minilm"]["text_unit"] = "character"  # read by the modality figure only
+
     threads = ["--set-threads", "extract_hidden_states=2", "measure_layers=2"]
     assert planned(finished, *threads, config=variant(tmp_path, change)) == {}
 
 
-@pytest.mark.parametrize("setting, change, expected", [
-    ("metrics.seed", lambda c: c["metrics"].update(seed=1),
-     {"measure_layers": 1, "tabulate_model_metrics": 1, "tabulate_metrics": 1}),
-    ("metrics.batch_size", lambda c: c["metrics"].update(batch_size=129),  # also the extraction's token budget
-     {"extract_hidden_states": 1, "assess_checkpoints": 1, "measure_layers": 1, "tabulate_model_metrics": 1,
-      "tabulate_metrics": 1}),
-    ("extraction.special_tokens", lambda c: c["extraction"].update(special_tokens="include"),
-     {"extract_hidden_states": 1, "assess_checkpoints": 1, "measure_layers": 1, "tabulate_model_metrics": 1,
-      "tabulate_metrics": 1}),
-    ("windows.seed", lambda c: c["windows"].update(seed=1),
-     {"sample_windows": 1, "extract_hidden_states": 1, "assess_checkpoints": 1, "measure_layers": 1,
-      "tabulate_model_metrics": 1, "tabulate_metrics": 1}),
-    # the shards move to a node's own disk (docs/cluster.md): Snakemake reruns the metrics jobs, whose input path
-    # changed, and so the extraction, whose temporary shards are gone; the results are the same
-    ("scratch", lambda c: (c["extraction"].update(keep_embeddings=False), c.update(scratch="/tmp")),
-     {"extract_hidden_states": 1, "assess_checkpoints": 1, "measure_layers": 1, "tabulate_model_metrics": 1,
-      "tabulate_metrics": 1}),
-])
+@pytest.mark.parametrize(
+    "setting, change, expected",
+    [
+        (
+            "metrics.seed",
+            lambda c: c["metrics"].update(seed=1),
+            {"measure_layers": 1, "tabulate_model_metrics": 1, "tabulate_metrics": 1},
+        ),
+        (
+            "metrics.batch_size",
+            lambda c: c["metrics"].update(batch_size=129),  # also the extraction's token budget
+            {
+                "extract_hidden_states": 1,
+                "assess_checkpoints": 1,
+                "measure_layers": 1,
+                "tabulate_model_metrics": 1,
+                "tabulate_metrics": 1,
+            },
+        ),
+        (
+            "extraction.special_tokens",
+            lambda c: c["extraction"].update(special_tokens="include"),
+            {
+                "extract_hidden_states": 1,
+                "assess_checkpoints": 1,
+                "measure_layers": 1,
+                "tabulate_model_metrics": 1,
+                "tabulate_metrics": 1,
+            },
+        ),
+        (
+            "windows.seed",
+            lambda c: c["windows"].update(seed=1),
+            {
+                "sample_windows": 1,
+                "extract_hidden_states": 1,
+                "assess_checkpoints": 1,
+                "measure_layers": 1,
+                "tabulate_model_metrics": 1,
+                "tabulate_metrics": 1,
+            },
+        ),
+        # the shards move to a node's own disk (docs/cluster.md): Snakemake reruns the metrics jobs, whose input path
+        # changed, and so the extraction, whose temporary shards are gone; the results are the same
+        (
+            "scratch",
+            lambda c: (c["extraction"].update(keep_embeddings=False), c.update(scratch="/tmp")),
+            {
+                "extract_hidden_states": 1,
+                "assess_checkpoints": 1,
+                "measure_layers": 1,
+                "tabulate_model_metrics": 1,
+                "tabulate_metrics": 1,
+            },
+        ),
+    ],
+)
 def test_settings_that_change_results_rerun_exactly_the_affected_jobs(finished, tmp_path, setting, change, expected):
     jobs = planned(finished, config=variant(tmp_path, change))
     assert without_figures(jobs) == expected, setting
@@ -167,14 +220,23 @@ def test_settings_that_change_results_rerun_exactly_the_affected_jobs(finished, 
 
 # --- extending a finished run ---------------------------------------------------------------------------------
 
+
 def test_a_new_model_runs_only_its_own_jobs_on_a_finished_run(finished, tmp_path):
     workdir = copy_of(finished, tmp_path)
     config = variant(tmp_path, lambda c: c["models"].update(minilm2=c["models"]["minilm"]))
-    old = {path: path.stat().st_mtime_ns for path in (workdir / "results").rglob("*")
-           if path.is_file() and "minilm/" in str(path)}
+    old = {
+        path: path.stat().st_mtime_ns
+        for path in (workdir / "results").rglob("*")
+        if path.is_file() and "minilm/" in str(path)
+    }
     assert without_figures(planned(workdir, config=config)) == {
-        "pin_checkpoint": 1, "extract_hidden_states": 1, "assess_checkpoints": 1, "measure_layers": 1,
-        "tabulate_model_metrics": 1, "tabulate_metrics": 1}
+        "pin_checkpoint": 1,
+        "extract_hidden_states": 1,
+        "assess_checkpoints": 1,
+        "measure_layers": 1,
+        "tabulate_model_metrics": 1,
+        "tabulate_metrics": 1,
+    }
     snakemake(workdir, "--cores", "2", config=config)
     assert {path: path.stat().st_mtime_ns for path in old} == old  # the first model's files were not rewritten
     assert (workdir / "results/metrics/minilm2/main/layer_0-6.parquet").is_file()
@@ -184,10 +246,16 @@ def test_a_new_model_runs_only_its_own_jobs_on_a_finished_run(finished, tmp_path
 def test_a_new_metric_or_figure_runs_only_the_jobs_that_produce_it(finished, tmp_path):
     more_metrics = variant(tmp_path, lambda c: c["metrics"]["names"].append("avg_cosine"), "metric.yaml")
     # A layer's metrics are one job (one read of its shard): all of them rerun, the extraction does not.
-    assert without_figures(planned(finished, config=more_metrics)) == {"measure_layers": 1, "tabulate_model_metrics": 1,
-                                                                       "tabulate_metrics": 1}
-    more_figures = variant(tmp_path, lambda c: c["figures"].update(
-        id_across_checkpoints={"metric": "id_twonn", "models": ["minilm"]}), "figure.yaml")
+    assert without_figures(planned(finished, config=more_metrics)) == {
+        "measure_layers": 1,
+        "tabulate_model_metrics": 1,
+        "tabulate_metrics": 1,
+    }
+    more_figures = variant(
+        tmp_path,
+        lambda c: c["figures"].update(id_across_checkpoints={"metric": "id_twonn", "models": ["minilm"]}),
+        "figure.yaml",
+    )
     jobs = planned(finished, config=more_figures)
     assert without_figures(jobs) == {} and figure_jobs(jobs) == 1
 
@@ -196,11 +264,14 @@ def save_tiny_bert(directory: Path, seed: int) -> None:
     """A two-block BERT with random weights (the seed makes each checkpoint's weights its own) and MiniLM's
     tokenizer, saved as a training run saves a checkpoint."""
     tokenizer = transformers.AutoTokenizer.from_pretrained(
-        checkpoints("minilm", yaml.safe_load(TINY.read_text())["models"]["minilm"])[0].location)
+        checkpoints("minilm", yaml.safe_load(TINY.read_text())["models"]["minilm"])[0].location
+    )
     torch.manual_seed(seed)
-    model = transformers.BertModel(transformers.BertConfig(vocab_size=len(tokenizer), hidden_size=16,
-                                                           num_hidden_layers=2, num_attention_heads=2,
-                                                           intermediate_size=32))
+    model = transformers.BertModel(
+        transformers.BertConfig(
+            vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32
+        )
+    )
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
 
@@ -216,21 +287,31 @@ def test_a_new_checkpoint_runs_only_its_own_jobs_on_a_finished_run(finished, tmp
     one = variant(tmp_path, lambda c: c["models"].update(local=entry), "one.yaml")
     snakemake(workdir, "--cores", "2", config=one)
     save_tiny_bert(model / "step2", seed=2)
-    two = variant(tmp_path, lambda c: c["models"].update(local={**entry, "checkpoints": ["step1", "step2"]}),
-                  "two.yaml")
-    old = {path: path.stat().st_mtime_ns for path in (workdir / "results").rglob("*")
-           if path.is_file() and ("local/step1" in str(path) or "minilm/" in str(path))}
+    two = variant(
+        tmp_path, lambda c: c["models"].update(local={**entry, "checkpoints": ["step1", "step2"]}), "two.yaml"
+    )
+    old = {
+        path: path.stat().st_mtime_ns
+        for path in (workdir / "results").rglob("*")
+        if path.is_file() and ("local/step1" in str(path) or "minilm/" in str(path))
+    }
     assert len([path for path in old if "local/step1" in str(path)]) >= 3  # lock, manifest, shards, metrics
     jobs = job_stats(snakemake(workdir, "--cores", "2", "--quiet", "rules", config=two))  # the jobs that ran
     assert without_figures(jobs) == {
-        "pin_checkpoint": 1, "extract_hidden_states": 1, "assess_checkpoints": 1, "measure_layers": 1,
-        "tabulate_model_metrics": 1, "tabulate_metrics": 1}
+        "pin_checkpoint": 1,
+        "extract_hidden_states": 1,
+        "assess_checkpoints": 1,
+        "measure_layers": 1,
+        "tabulate_model_metrics": 1,
+        "tabulate_metrics": 1,
+    }
     assert figure_jobs(jobs) == 0  # the figure draws minilm alone
     assert {path: path.stat().st_mtime_ns for path in old} == old  # step1's (and minilm's) files were not rewritten
     assert problems(load_config(two), workdir) == []
 
 
 # --- SIGKILL, then rerun; the same config twice --------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def killed_and_rerun(finished, tmp_path_factory) -> dict:
@@ -239,12 +320,24 @@ def killed_and_rerun(finished, tmp_path_factory) -> dict:
     plans after `--unlock`, and the rerun."""
     workdir = tmp_path_factory.mktemp("killed") / "run"
     shutil.copytree(finished, workdir, symlinks=True)
-    for stage in ("results/embeddings", "results/manifests", "results/metrics", "results/tables", "results/figures",
-                  "logs/extract_hidden_states"):
+    for stage in (
+        "results/embeddings",
+        "results/manifests",
+        "results/metrics",
+        "results/tables",
+        "results/figures",
+        "logs/extract_hidden_states",
+    ):
         shutil.rmtree(workdir / stage)
     log = workdir / "logs/extract_hidden_states/minilm/main.log"
-    process = subprocess.Popen([SNAKEMAKE, "--directory", workdir, "--configfile", TINY, "--cores", "2"], cwd=REPO,
-                               env=ENV, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [SNAKEMAKE, "--directory", workdir, "--configfile", TINY, "--cores", "2"],
+        cwd=REPO,
+        env=ENV,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 120
     while not log.exists() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -263,16 +356,24 @@ def killed_and_rerun(finished, tmp_path_factory) -> dict:
 def test_sigkill_during_a_job_reruns_only_that_job_and_what_depends_on_it(killed_and_rerun):
     assert all(killed_and_rerun["readable"])
     assert without_figures(killed_and_rerun["jobs"]) == {
-        "extract_hidden_states": 1, "assess_checkpoints": 1, "measure_layers": 1,
-        "tabulate_model_metrics": 1, "tabulate_metrics": 1}  # no corpus, no pin
+        "extract_hidden_states": 1,
+        "assess_checkpoints": 1,
+        "measure_layers": 1,
+        "tabulate_model_metrics": 1,
+        "tabulate_metrics": 1,
+    }  # no corpus, no pin
     assert problems(load_config(TINY), killed_and_rerun["workdir"]) == []
 
 
 def test_same_config_and_seed_give_bit_identical_tables_and_figures(finished, killed_and_rerun):
     """The second run computed extraction, metrics, table and figures again from the same (checksummed) corpus."""
     rerun = killed_and_rerun["workdir"]
-    outputs = ["results/tables/metrics.parquet", "results/tables/summary.parquet", "results/tables/summary.csv",
-               *(str(p.relative_to(finished)) for p in (finished / "results/figures").iterdir())]
+    outputs = [
+        "results/tables/metrics.parquet",
+        "results/tables/summary.parquet",
+        "results/tables/summary.csv",
+        *(str(p.relative_to(finished)) for p in (finished / "results/figures").iterdir()),
+    ]
     assert len(outputs) >= 5
     for output in outputs:
         assert (finished / output).read_bytes() == (rerun / output).read_bytes(), output
@@ -293,7 +394,7 @@ class SlowDump(http.server.BaseHTTPRequestHandler):
         piece = len(payload) // 40 + 1
         try:
             for offset in range(start, len(payload), piece):
-                self.wfile.write(payload[offset:offset + piece])
+                self.wfile.write(payload[offset : offset + piece])
                 self.wfile.flush()
                 time.sleep(0.05)
         except ConnectionError:  # the client was killed
@@ -317,41 +418,88 @@ def slow_dump(finished):
 def marked_incomplete(workdir: Path) -> set[str]:
     """Outputs whose job Snakemake started and never saw finish (.snakemake/incomplete/<urlsafe base64 of path>)."""
     root = workdir / ".snakemake/incomplete"
-    return {base64.urlsafe_b64decode("".join(part.lstrip("@") for part in path.relative_to(root).parts)).decode()
-            for path in root.rglob("*") if path.is_file()}
+    return {
+        base64.urlsafe_b64decode("".join(part.lstrip("@") for part in path.relative_to(root).parts)).decode()
+        for path in root.rglob("*")
+        if path.is_file()
+    }
 
 
-TRAINED = {"train": {"arch": "gpt_neox", "steps": {"last": 40, "every": 40, "log_until": 0}, "d_model": 32,
-                     "num_heads": 2, "batch_size": 8},  # saves step0, trains 40 steps (~5 s), saves step40
-           "kind": "decoder", "layers": 2, "max_length": 32, "text_unit": "byte"}
-TABLES = ["results/tables/metrics.parquet", "results/tables/summary.parquet", "results/tables/summary.csv",
-          "results/tables/checkpoints.csv"]
+TRAINED = {
+    "train": {
+        "arch": "gpt_neox",
+        "steps": {"last": 40, "every": 40, "log_until": 0},
+        "d_model": 32,
+        "num_heads": 2,
+        "batch_size": 8,
+    },  # saves step0, trains 40 steps (~5 s), saves step40
+    "kind": "decoder",
+    "layers": 2,
+    "max_length": 32,
+    "text_unit": "byte",
+}
+TABLES = [
+    "results/tables/metrics.parquet",
+    "results/tables/summary.parquet",
+    "results/tables/summary.csv",
+    "results/tables/checkpoints.csv",
+]
 MODEL_TABLES = [f"results/tables/models/minilm/checkpoints.{part}.parquet" for part in ("metrics", "summary")]
-DOWNSTREAM = {"extract_hidden_states": 1, "assess_checkpoints": 1, "measure_layers": 1, "tabulate_model_metrics": 1,
-              "tabulate_metrics": 1}
+DOWNSTREAM = {
+    "extract_hidden_states": 1,
+    "assess_checkpoints": 1,
+    "measure_layers": 1,
+    "tabulate_model_metrics": 1,
+    "tabulate_metrics": 1,
+}
 # stage -> (files removed from the finished run, so that the stage runs again: Snakemake makes a missing file only
 # where a job that needs it runs; the file whose appearance shows the job at work; its outputs; the jobs to rerun:
 # the figure only where minilm's tables change).
 KILLED_STAGES = {
-    "obtain_corpus": (["results/corpus/enwiki-sample/raw.xml"],
-                      "results/corpus/enwiki-sample/downloads/raw.xml.part", ["results/corpus/enwiki-sample/raw.xml"],
-                      {"obtain_corpus": 1, "clean_corpus": 1, "sample_windows": 1, **DOWNSTREAM, "plot_figure": 1}),
-    "train_model": ([], "results/models/trained/step0", ["results/models/trained"],
-                    {"train_model": 1, "pin_checkpoint": 2, "extract_hidden_states": 2, "assess_checkpoints": 1,
-                     "measure_layers": 2, "tabulate_model_metrics": 1, "tabulate_metrics": 1}),
-    "measure_layers": ([*TABLES, *MODEL_TABLES, "results/metrics/minilm/main/layer_0-6.parquet",
-                        "logs/measure_layers/minilm/main/layer_0-6.log"],
-                       "logs/measure_layers/minilm/main/layer_0-6.log",
-                       ["results/metrics/minilm/main/layer_0-6.parquet"],
-                       {"measure_layers": 1, "tabulate_model_metrics": 1, "tabulate_metrics": 1, "plot_figure": 1}),
-    "tabulate_metrics": ([*TABLES, "logs/tabulate_metrics.log"], "logs/tabulate_metrics.log", TABLES,
-                         {"tabulate_metrics": 1}),
+    "obtain_corpus": (
+        ["results/corpus/enwiki-sample/raw.xml"],
+        "results/corpus/enwiki-sample/downloads/raw.xml.part",
+        ["results/corpus/enwiki-sample/raw.xml"],
+        {"obtain_corpus": 1, "clean_corpus": 1, "sample_windows": 1, **DOWNSTREAM, "plot_figure": 1},
+    ),
+    "train_model": (
+        [],
+        "results/models/trained/step0",
+        ["results/models/trained"],
+        {
+            "train_model": 1,
+            "pin_checkpoint": 2,
+            "extract_hidden_states": 2,
+            "assess_checkpoints": 1,
+            "measure_layers": 2,
+            "tabulate_model_metrics": 1,
+            "tabulate_metrics": 1,
+        },
+    ),
+    "measure_layers": (
+        [
+            *TABLES,
+            *MODEL_TABLES,
+            "results/metrics/minilm/main/layer_0-6.parquet",
+            "logs/measure_layers/minilm/main/layer_0-6.log",
+        ],
+        "logs/measure_layers/minilm/main/layer_0-6.log",
+        ["results/metrics/minilm/main/layer_0-6.parquet"],
+        {"measure_layers": 1, "tabulate_model_metrics": 1, "tabulate_metrics": 1, "plot_figure": 1},
+    ),
+    "tabulate_metrics": (
+        [*TABLES, "logs/tabulate_metrics.log"],
+        "logs/tabulate_metrics.log",
+        TABLES,
+        {"tabulate_metrics": 1},
+    ),
 }
 
 
 @pytest.mark.parametrize("stage", KILLED_STAGES)
-def test_sigkill_during_any_stage_reruns_only_the_killed_job_and_what_depends_on_it(finished, tmp_path, slow_dump,
-                                                                                  stage):
+def test_sigkill_during_any_stage_reruns_only_the_killed_job_and_what_depends_on_it(
+    finished, tmp_path, slow_dump, stage
+):
     """Download (over a slow HTTP server), training (a tiny model), metrics and table: Snakemake and its jobs are
     killed with SIGKILL while the job works. Its outputs are marked incomplete (a half-written file is put where the
     job had not written yet); after `--unlock` the rerun runs that job and what depends on it, not the finished jobs
@@ -360,14 +508,23 @@ def test_sigkill_during_any_stage_reruns_only_the_killed_job_and_what_depends_on
     workdir = copy_of(finished, tmp_path)
     for path in removed:
         (workdir / path).unlink()
-    config = variant(tmp_path, {
-        "obtain_corpus": lambda c: c["corpus"].update(gensim_sample=False,
-                                                      url=f"http://127.0.0.1:{slow_dump.server_port}/raw.xml"),
-        "train_model": lambda c: c["models"].update(trained=TRAINED),
-    }.get(stage, lambda c: None))
-    process = subprocess.Popen([SNAKEMAKE, "--directory", workdir, "--configfile", *configfiles(config), "--cores",
-                                "2"], cwd=REPO, env=ENV, start_new_session=True, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    config = variant(
+        tmp_path,
+        {
+            "obtain_corpus": lambda c: c["corpus"].update(
+                gensim_sample=False, url=f"http://127.0.0.1:{slow_dump.server_port}/raw.xml"
+            ),
+            "train_model": lambda c: c["models"].update(trained=TRAINED),
+        }.get(stage, lambda c: None),
+    )
+    process = subprocess.Popen(
+        [SNAKEMAKE, "--directory", workdir, "--configfile", *configfiles(config), "--cores", "2"],
+        cwd=REPO,
+        env=ENV,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     at_work = workdir / at_work
     working = lambda: at_work.exists() and (at_work.suffix != ".part" or at_work.stat().st_size > 0)  # noqa: E731
     deadline = time.monotonic() + 120
@@ -394,6 +551,7 @@ def test_sigkill_during_any_stage_reruns_only_the_killed_job_and_what_depends_on
 
 # --- broken files ----------------------------------------------------------------------------------------------
 
+
 def truncated(source: Path, dest: Path) -> Path:
     dest.write_bytes(source.read_bytes()[: source.stat().st_size // 2])
     return dest
@@ -404,13 +562,26 @@ def test_truncated_corpus_archive_is_named_and_not_used(finished, tmp_path):
     archive = truncated(intact, tmp_path / "enwiki.xml")
     dest = tmp_path / "raw.xml"
     with pytest.raises(corpus.ChecksumError, match=re.escape(str(archive)) + ".*replace it with an intact copy"):
-        corpus.obtain(dest, url=None, local_path=archive, size=None, md5=None, sha256=None,
-                      archive_sha256=hashlib.sha256(intact.read_bytes()).hexdigest())
+        corpus.obtain(
+            dest,
+            url=None,
+            local_path=archive,
+            size=None,
+            md5=None,
+            sha256=None,
+            archive_sha256=hashlib.sha256(intact.read_bytes()).hexdigest(),
+        )
     assert not dest.exists()
     # Without an archive digest the decompressed dump is checked: the bad file is moved aside, never used.
     with pytest.raises(corpus.ChecksumError, match=re.escape(str(dest)) + ".*Moved it to .*corrupt"):
-        corpus.obtain(dest, url=None, local_path=archive, size=None, md5=None,
-                      sha256=yaml.safe_load(TINY.read_text())["corpus"]["sha256"])
+        corpus.obtain(
+            dest,
+            url=None,
+            local_path=archive,
+            size=None,
+            md5=None,
+            sha256=yaml.safe_load(TINY.read_text())["corpus"]["sha256"],
+        )
     assert not dest.exists()
 
 
@@ -427,8 +598,10 @@ def test_truncated_shard_and_lock_file_are_named_with_the_fix(finished, tmp_path
 def test_truncated_metrics_file_stops_the_table_naming_it_and_the_log(finished, tmp_path):
     workdir = copy_of(finished, tmp_path)
     metrics = workdir / "results/metrics/minilm/main/layer_0-6.parquet"
-    tables = [workdir / "results/tables/models/minilm/checkpoints.metrics.parquet",
-              workdir / "results/tables/metrics.parquet"]
+    tables = [
+        workdir / "results/tables/models/minilm/checkpoints.metrics.parquet",
+        workdir / "results/tables/metrics.parquet",
+    ]
     before = [table.read_bytes() for table in tables]
     truncated(finished / metrics.relative_to(workdir), metrics)  # newer than the tables: Snakemake tabulates again
     done = snakemake(workdir, "--cores", "1", "tabulate_metrics", check=False)
@@ -444,10 +617,18 @@ def test_truncated_metrics_file_stops_the_table_naming_it_and_the_log(finished, 
 
 # --- nothing to read -----------------------------------------------------------------------------------------
 
+
 def test_no_network_and_no_local_copy_name_what_is_missing_and_how_to_supply_it(tmp_path, monkeypatch):
     with pytest.raises(corpus.CorpusUnavailableError, match=r"example\.invalid.*local_path"):
-        corpus.obtain(tmp_path / "raw.xml", url="https://example.invalid/enwik8.zip", local_path=None, size=None,
-                      md5=None, sha256=None, attempts=1)
+        corpus.obtain(
+            tmp_path / "raw.xml",
+            url="https://example.invalid/enwik8.zip",
+            local_path=None,
+            size=None,
+            md5=None,
+            sha256=None,
+            attempts=1,
+        )
     from huggingface_hub import constants
 
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
@@ -458,6 +639,7 @@ def test_no_network_and_no_local_copy_name_what_is_missing_and_how_to_supply_it(
 
 
 # --- results folders ------------------------------------------------------------------------------------------
+
 
 def files(folder: Path) -> dict[Path, tuple[int, int]]:
     return {path: (path.stat().st_mtime_ns, path.stat().st_size) for path in folder.rglob("*") if path.is_file()}
@@ -471,8 +653,12 @@ def test_a_results_folder_of_its_own_holds_every_result_and_log(tmp_path):
     assert json.loads((tmp_path / "elsewhere/.written-by.json").read_text())["config"] == "tests/presets/tiny.yaml"
     overlay = tmp_path / "elsewhere.yaml"  # the command line reads the root from the config files
     overlay.write_text("results: elsewhere\n")
-    verify = subprocess.run([sys.executable, "-m", "shape_of_learning", "verify", TINY, overlay, "--directory",
-                             tmp_path], env=ENV, capture_output=True, text=True)
+    verify = subprocess.run(
+        [sys.executable, "-m", "shape_of_learning", "verify", TINY, overlay, "--directory", tmp_path],
+        env=ENV,
+        capture_output=True,
+        text=True,
+    )
     assert verify.returncode == 0, verify.stderr  # every figure, and every row of the tables under elsewhere/
 
 
@@ -481,14 +667,24 @@ def test_a_run_of_another_config_in_a_results_folder_is_refused_before_any_job(f
     shutil.copy(TINY, other)  # the same settings, another config: its own file, edited on its own
     before = files(finished / "results") | files(finished / "logs")
     for dry in (["-n"], []):
-        done = subprocess.run([SNAKEMAKE, "--directory", finished, "--configfile", other, "--cores", "1", *dry],
-                              cwd=REPO, env=ENV, capture_output=True, text=True)
+        done = subprocess.run(
+            [SNAKEMAKE, "--directory", finished, "--configfile", other, "--cores", "1", *dry],
+            cwd=REPO,
+            env=ENV,
+            capture_output=True,
+            text=True,
+        )
         output = done.stdout + done.stderr
         assert done.returncode != 0
-        assert ("results/ holds the results of tests/presets/tiny.yaml (since " in output
-                and f"not of {other}, which this run reads" in output), output[-3000:]
-        assert ("--config results=results-other" in output and "delete results/ to start over" in output
-                and "delete results/.written-by.json to adopt results/" in output)
+        assert (
+            "results/ holds the results of tests/presets/tiny.yaml (since " in output
+            and f"not of {other}, which this run reads" in output
+        ), output[-3000:]
+        assert (
+            "--config results=results-other" in output
+            and "delete results/ to start over" in output
+            and "delete results/.written-by.json to adopt results/" in output
+        )
         assert "Job stats" not in output  # refused while planning
         assert files(finished / "results") | files(finished / "logs") == before
 
@@ -497,17 +693,24 @@ def test_the_same_config_tweaked_or_overlaid_uses_the_folder_it_wrote(finished, 
     assert planned(finished, "--config", "metrics={'device': 'cpu'}") == {}  # x-rerun: false, nothing reruns
     overlay = tmp_path / "overlay.yaml"
     overlay.write_text("extraction: {device: cpu}\nmetrics: {seed: 1}\n")
-    assert without_figures(planned(finished, config=overlay)) == {"measure_layers": 1, "tabulate_model_metrics": 1,
-                                                                   "tabulate_metrics": 1}
+    assert without_figures(planned(finished, config=overlay)) == {
+        "measure_layers": 1,
+        "tabulate_model_metrics": 1,
+        "tabulate_metrics": 1,
+    }
 
 
 # --- config errors, before any job ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("change, named", [
-    (lambda c: c.update(extracton={"device": "cpu"}), "extracton"),  # an unknown key (a typo)
-    (lambda c: c["windows"].update(count="ten"), "ten"),  # a wrong type
-    (lambda c: c["models"]["minilm"].update(kind="rnn"), "rnn"),  # an unknown kind
-])
+
+@pytest.mark.parametrize(
+    "change, named",
+    [
+        (lambda c: c.update(extracton={"device": "cpu"}), "extracton"),  # an unknown key (a typo)
+        (lambda c: c["windows"].update(count="ten"), "ten"),  # a wrong type
+        (lambda c: c["models"]["minilm"].update(kind="rnn"), "rnn"),  # an unknown kind
+    ],
+)
 def test_config_errors_are_rejected_before_any_job(tmp_path, change, named):
     # a real run, not a dry one: had the config been accepted, its first jobs would leave results/ and logs/ behind
     done = snakemake(tmp_path, "--cores", "1", config=variant(tmp_path, change), check=False)
@@ -531,20 +734,24 @@ def test_a_repeated_key_is_rejected_before_any_job_naming_both_lines(tmp_path):
 
 # --- NaN or Inf hidden states ---------------------------------------------------------------------------------
 
+
 def test_non_finite_hidden_states_are_named_by_model_checkpoint_and_layer(tmp_path):
     """A tiny BERT whose second block's output norm overflows (an Inf weight, as fp16 overflow leaves it)."""
     minilm = checkpoints("minilm", yaml.safe_load(TINY.read_text())["models"]["minilm"])[0].location
     tokenizer = transformers.AutoTokenizer.from_pretrained(minilm)
     torch.manual_seed(0)
-    model = transformers.BertModel(transformers.BertConfig(vocab_size=len(tokenizer), hidden_size=16,
-                                                           num_hidden_layers=3, num_attention_heads=2,
-                                                           intermediate_size=32))
+    model = transformers.BertModel(
+        transformers.BertConfig(
+            vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=3, num_attention_heads=2, intermediate_size=32
+        )
+    )
     with torch.no_grad():
         model.encoder.layer[1].output.LayerNorm.weight[0] = float("inf")
     model.save_pretrained(tmp_path / "model")
     tokenizer.save_pretrained(tmp_path / "model")
-    entry = validate_model_entry({"path": str(tmp_path / "model"), "kind": "encoder", "layers": 3, "batch_size": 4,
-                                  "max_length": 32})
+    entry = validate_model_entry(
+        {"path": str(tmp_path / "model"), "kind": "encoder", "layers": 3, "batch_size": 4, "max_length": 32}
+    )
     [checkpoint] = checkpoints("overflowing", entry)
     windows = ["Anisotropy rises in the middle layers of a decoder.", "A bell-shaped curve of intrinsic dimension."]
     with pytest.raises(FloatingPointError, match=r"overflowing/main layer 2: .*non-finite.*dtype: float32"):
@@ -554,13 +761,16 @@ def test_non_finite_hidden_states_are_named_by_model_checkpoint_and_layer(tmp_pa
 
 # --- disk -----------------------------------------------------------------------------------------------------
 
+
 def test_evict_weights_frees_a_checkpoint_s_weights_and_keeps_what_others_share(tmp_path, monkeypatch):
     """A Hugging Face cache laid out as huggingface_hub writes it: blobs by sha256, snapshots of links, refs."""
     from huggingface_hub import constants
 
     repo = tmp_path / "hub" / "models--org--tiny"
-    files = {"step1": {"model.safetensors": b"weights one", "shared.safetensors": b"same bytes", "config.json": b"{}"},
-             "step2": {"model.safetensors": b"weights two", "shared.safetensors": b"same bytes", "config.json": b"{}"}}
+    files = {
+        "step1": {"model.safetensors": b"weights one", "shared.safetensors": b"same bytes", "config.json": b"{}"},
+        "step2": {"model.safetensors": b"weights two", "shared.safetensors": b"same bytes", "config.json": b"{}"},
+    }
     for revision, contents in files.items():
         commit = hashlib.sha1(revision.encode()).hexdigest()
         for name, data in contents.items():
@@ -581,10 +791,12 @@ def test_evict_weights_frees_a_checkpoint_s_weights_and_keeps_what_others_share(
     assert blob(b"same bytes").exists() and blob(b"weights two").exists()  # step2 still links them
     assert (repo / "snapshots" / first["commit_sha"] / "config.json").exists()  # only weights leave
     assert sorted(path.name for path in evict_weights(second)) == sorted(
-        [blob(b"weights two").name, blob(b"same bytes").name])
+        [blob(b"weights two").name, blob(b"same bytes").name]
+    )
 
 
 # --- untrusted model code -------------------------------------------------------------------------------------
+
 
 def test_model_code_shipped_with_a_checkpoint_never_runs_unless_the_entry_opts_in(tmp_path):
     """A checkpoint whose config points at its own Python code (auto_map), which would leave a marker file."""
@@ -592,7 +804,8 @@ def test_model_code_shipped_with_a_checkpoint_never_runs_unless_the_entry_opts_i
     model.mkdir()
     marker = tmp_path / "code-ran"
     (model / "config.json").write_text(
-        '{"model_type": "custom-net", "auto_map": {"AutoConfig": "configuration_net.NetConfig"}}')
+        '{"model_type": "custom-net", "auto_map": {"AutoConfig": "configuration_net.NetConfig"}}'
+    )
     (model / "configuration_net.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
     (model / "model.safetensors").write_bytes(b"not loaded")
     entry = validate_model_entry({"path": str(model), "kind": "encoder", "layers": 1, "batch_size": 1, "max_length": 8})

@@ -24,17 +24,35 @@ SPREAD = 2.5  # a per-token loss's standard deviation in the synthetic series, n
 
 
 def pin(checkpoint, step, digest, model="m", weights=None):
-    return {"model": model, "checkpoint": checkpoint, "step": step, "weights_digest": digest,
-            "weights": weights or {"model.safetensors": digest}}
+    return {
+        "model": model,
+        "checkpoint": checkpoint,
+        "step": step,
+        "weights_digest": digest,
+        "weights": weights or {"model.safetensors": digest},
+    }
 
 
 def manifest(checkpoint, step, loss, fingerprint, dtype="float32", kind="next-token", tokens=512, vocab_size=256):
     """A manifest whose loss averages `tokens` per-token losses spread by SPREAD nats."""
-    record = {"kind": None, "value": None, "tokens": 0, "reason": "no head"} if loss is None else {
-        "kind": kind, "value": loss, "tokens": tokens, "vocab_size": vocab_size,
-        "sum_squares": (tokens - 1) * SPREAD ** 2 + tokens * loss ** 2}
-    return {"checkpoint": checkpoint, "step": step, "dtype": dtype, "fingerprint": {"layers": fingerprint},
-            "loss": record}
+    record = (
+        {"kind": None, "value": None, "tokens": 0, "reason": "no head"}
+        if loss is None
+        else {
+            "kind": kind,
+            "value": loss,
+            "tokens": tokens,
+            "vocab_size": vocab_size,
+            "sum_squares": (tokens - 1) * SPREAD**2 + tokens * loss**2,
+        }
+    )
+    return {
+        "checkpoint": checkpoint,
+        "step": step,
+        "dtype": dtype,
+        "fingerprint": {"layers": fingerprint},
+        "loss": record,
+    }
 
 
 def layers(seed, scale=1.0):
@@ -44,29 +62,42 @@ def layers(seed, scale=1.0):
 
 # ------------------------------------------------------------------------------------------------ byte duplicates
 
+
 def test_identical_files_names_every_other_member_earliest_first():
     pins = [pin("step3", 3, "A"), pin("step0", 0, "A"), pin("step2", 2, "B"), pin("step1", 1, "A")]
-    assert identical_files(pins) == {"step0": {"identical_to": ["step1", "step3"], "shared_files": {}},
-                                     "step1": {"identical_to": ["step0", "step3"], "shared_files": {}},
-                                     "step3": {"identical_to": ["step0", "step1"], "shared_files": {}}}
+    assert identical_files(pins) == {
+        "step0": {"identical_to": ["step1", "step3"], "shared_files": {}},
+        "step1": {"identical_to": ["step0", "step3"], "shared_files": {}},
+        "step3": {"identical_to": ["step0", "step1"], "shared_files": {}},
+    }
     with pytest.raises(ValueError, match=r"one model; got \['m', 'other'\]"):
         identical_files([*pins, pin("step0", 0, "A", model="other")])
 
 
 def test_a_checkpoint_sharing_one_shard_is_a_partial_duplicate():
     def sharded(name, step, first, second):
-        return pin(name, step, first + second, model="pythia-12b",
-                   weights={"pytorch_model-00001-of-00002.bin": first, "pytorch_model-00002-of-00002.bin": second})
+        return pin(
+            name,
+            step,
+            first + second,
+            model="pythia-12b",
+            weights={"pytorch_model-00001-of-00002.bin": first, "pytorch_model-00002-of-00002.bin": second},
+        )
 
     # EleutherAI/pythia#206: step50000 serves the final model's first shard, its second shard is its own
-    pins = [sharded("step49000", 49000, "a", "b"), sharded("step50000", 50000, "f", "c"),
-            sharded("step143000", 143000, "f", "g")]
+    pins = [
+        sharded("step49000", 49000, "a", "b"),
+        sharded("step50000", 50000, "f", "c"),
+        sharded("step143000", 143000, "f", "g"),
+    ]
     assert identical_files(pins) == {
         "step50000": {"identical_to": [], "shared_files": {"pytorch_model-00001-of-00002.bin": "step143000"}},
-        "step143000": {"identical_to": [], "shared_files": {"pytorch_model-00001-of-00002.bin": "step50000"}}}
+        "step143000": {"identical_to": [], "shared_files": {"pytorch_model-00001-of-00002.bin": "step50000"}},
+    }
 
 
 # ------------------------------------------------------------------------------------------ behavioural duplicates
+
 
 def test_fingerprints_within_the_dtype_s_tolerance_are_the_same_behaviour():
     base = np.array(layers(0))
@@ -75,8 +106,12 @@ def test_fingerprints_within_the_dtype_s_tolerance_are_the_same_behaviour():
     nudged[2] *= 1 + 3e-5  # one layer off by 3e-5, relative
     assert fingerprint_distance({"layers": base.tolist()}, {"layers": nudged.tolist()}) == pytest.approx(3e-5, rel=1e-3)
     assert fingerprint_distance({"layers": base.tolist()}, {"layers": base[:2].tolist()}) == float("inf")
-    manifests = [manifest("a", 0, 5.0, base.tolist()), manifest("b", 1, 5.0, nudged.tolist()),
-                 manifest("c", 2, 4.0, layers(1)), manifest("d", 3, 4.0, base.tolist(), dtype="bfloat16")]
+    manifests = [
+        manifest("a", 0, 5.0, base.tolist()),
+        manifest("b", 1, 5.0, nudged.tolist()),
+        manifest("c", 2, 4.0, layers(1)),
+        manifest("d", 3, 4.0, base.tolist(), dtype="bfloat16"),
+    ]
     found = same_behaviour(manifests, SETTINGS["same_behaviour"])
     assert {name: [other for other, _ in others] for name, others in found.items()} == {"a": ["b"], "b": ["a"]}
     assert found["a"][0][1] == pytest.approx(3e-5, rel=1e-3)  # d ran in another dtype: never compared
@@ -84,13 +119,17 @@ def test_fingerprints_within_the_dtype_s_tolerance_are_the_same_behaviour():
 
 # ------------------------------------------------------------------------------------------------ out of place
 
-@pytest.mark.parametrize("values, fit", [
-    ([5, 4, 3], [5, 4, 3]),
-    ([5, 4, 4, 3], [5, 4, 4, 3]),  # ties are non-increasing
-    ([5, 2, 4, 3], [5, 3, 3, 3]),  # the pool (2, 4) at its median 3, then 3 joins it
-    ([3, 4], [3.5, 3.5]),  # two that disagree, nothing else to tell which is right
-    ([], []),
-])
+
+@pytest.mark.parametrize(
+    "values, fit",
+    [
+        ([5, 4, 3], [5, 4, 3]),
+        ([5, 4, 4, 3], [5, 4, 4, 3]),  # ties are non-increasing
+        ([5, 2, 4, 3], [5, 3, 3, 3]),  # the pool (2, 4) at its median 3, then 3 joins it
+        ([3, 4], [3.5, 3.5]),  # two that disagree, nothing else to tell which is right
+        ([], []),
+    ],
+)
 def test_the_non_increasing_fit_pools_adjacent_violators_at_their_median(values, fit):
     np.testing.assert_allclose(non_increasing_fit(values), fit)
 
@@ -126,10 +165,12 @@ def test_a_contradicting_pair_is_decided_by_its_neighbours_or_not_at_all():
 
 # ------------------------------------------------------------------------------------------- holds its own step
 
+
 def test_the_standard_error_of_a_loss_comes_from_its_sum_of_squares():
     losses = np.random.default_rng(0).gamma(2.0, 1.5, size=512)  # per-token losses, skewed as real ones are
     assert standard_error(512, losses.sum(), np.square(losses).sum()) == pytest.approx(
-        np.std(losses, ddof=1) / np.sqrt(512), rel=1e-9)
+        np.std(losses, ddof=1) / np.sqrt(512), rel=1e-9
+    )
     assert np.isnan(standard_error(512, losses.sum(), None))  # a manifest written before sums of squares were kept
     assert np.isnan(standard_error(1, 3.0, 9.0))
 
@@ -181,12 +222,21 @@ def demo_series(serves=None, broken=(), model="demo-pythia"):
         loss = {key: records[served][key] for key in ("kind", "value", "tokens", "sum_squares", "vocab_size")}
         if name in broken:
             value = np.log(loss["vocab_size"]) + BROKEN_EXCESS
-            loss |= {"value": value, "sum_squares": loss["sum_squares"] + loss["tokens"] * (value ** 2 -
-                                                                                           loss["value"] ** 2)}
+            loss |= {
+                "value": value,
+                "sum_squares": loss["sum_squares"] + loss["tokens"] * (value**2 - loss["value"] ** 2),
+            }
         digest = f"broken {name}" if name in broken else served
         pins.append(pin(name, record["step"], digest, model=model))
-        manifests.append({"checkpoint": name, "step": record["step"], "dtype": "float32", "loss": loss,
-                          "fingerprint": {"layers": layers(list(records).index(served) + 100 * (name in broken))}})
+        manifests.append(
+            {
+                "checkpoint": name,
+                "step": record["step"],
+                "dtype": "float32",
+                "loss": loss,
+                "fingerprint": {"layers": layers(list(records).index(served) + 100 * (name in broken))},
+            }
+        )
     return pins, manifests
 
 
@@ -214,8 +264,11 @@ def test_a_flat_run_of_identical_round_steps_is_left_out_whole():
     """pythia#205's round steps serving the final model, as pythia-2.8b's .bin files may: past the last checkpoint
     of their own nothing tells which of them, if any, holds its step."""
     health = demo_health(serves={"step100": "step300", "step200": "step300"})
-    for name, others in [("step100", "step200, step300"), ("step200", "step100, step300"),
-                         ("step300", "step100, step200")]:
+    for name, others in [
+        ("step100", "step200, step300"),
+        ("step200", "step100, step300"),
+        ("step300", "step100, step200"),
+    ]:
         assert health.loc[name, "health"].startswith(f"same model as {others}, and the losses cannot tell")
     assert unflagged(health) == ["step0", "step1", "step2", "step4", "step8", "step16"]
 
@@ -227,8 +280,9 @@ def test_a_broken_first_and_a_broken_last_checkpoint_are_flagged(model):
     health = demo_health(broken=("step0", "step300"), model=model)
     bound = np.log(DEMO[model]["step0"]["vocab_size"]) + DEMO_HEALTH["uniform_margin"]
     for name in ["step0", "step300"]:
-        assert health.loc[name, "health"].startswith(f"loss {health.loc[name, 'loss']:.3g} above ln V + 0.1 = "
-                                                     f"{bound:.3g}")
+        assert health.loc[name, "health"].startswith(
+            f"loss {health.loc[name, 'loss']:.3g} above ln V + 0.1 = {bound:.3g}"
+        )
     assert unflagged(health) == [name for name in DEMO[model] if name not in ("step0", "step300")]
 
 
@@ -245,13 +299,22 @@ def test_step0_and_step1_one_model_by_design_are_kept_once():
 
 # ------------------------------------------------------------------------------------------------- verdicts
 
+
 def test_identical_groups_are_decided_by_their_losses():
     """A decoder series with every case: step0 = step1 by design, the final model re-published under an early
     branch (step10), a broken late branch (random weights, step30), and a re-serialised copy of step20 under step25
     (bytes differ, behaviour does not), in a stretch steep enough to tell them apart."""
-    steps = {"step0": (0, "I", 5.55, 0), "step1": (1, "I", 5.55, 0), "step2": (2, "B", 5.0, 2),
-             "step10": (10, "F", 2.0, 40), "step20": (20, "C", 3.0, 20), "step25": (25, "D", 3.0, 20),
-             "step30": (30, "R", 5.5, 30), "step35": (35, "E", 2.2, 35), "step40": (40, "F", 2.0, 40)}
+    steps = {
+        "step0": (0, "I", 5.55, 0),
+        "step1": (1, "I", 5.55, 0),
+        "step2": (2, "B", 5.0, 2),
+        "step10": (10, "F", 2.0, 40),
+        "step20": (20, "C", 3.0, 20),
+        "step25": (25, "D", 3.0, 20),
+        "step30": (30, "R", 5.5, 30),
+        "step35": (35, "E", 2.2, 35),
+        "step40": (40, "F", 2.0, 40),
+    }
     pins = [pin(name, step, digest) for name, (step, digest, _, _) in steps.items()]
     manifests = [manifest(name, step, loss, layers(seed)) for name, (step, _, loss, seed) in steps.items()]
     health = assess(pins, manifests, SETTINGS)
@@ -264,6 +327,7 @@ def test_identical_groups_are_decided_by_their_losses():
     assert pd.isna(health.loc["step40", "health"]) and pd.isna(health.loc["step40", "drawn_as"])  # the genuine one
     assert health.loc["step30", "health"].startswith("out of place: loss 5.5")
     assert health.loc["step25", "behaves_like"] == "step20 (0.0e+00)"
+
     # step2 (5.0) and step35 (2.2) put step20's loss and step25's at exp(ln 5 + w ln(2.2 / 5)), w = ln((1 + step) / 3)
     # / ln 12: 2.63 and 2.45. 3.0 lies 0.13 from the first, 0.20 from the second, each within or beyond 3 standard
     # errors of ln(loss) combined: 0.17, the SPREAD of 2.5 nats over 512 tokens at 3.0, 5.0 and 2.2
@@ -276,7 +340,8 @@ def test_identical_groups_are_decided_by_their_losses():
     tolerance = 3 * np.sqrt((se / 3.0) ** 2 + ((1 - w) * se / 5.0) ** 2 + (w * se / 2.2) ** 2)
     assert health.loc["step25", "health"] == (
         "another step's model: same model as step20, of which step20 holds its own step; here loss 3 where its "
-        f"neighbours put step 25's at ~ {between(25):.3g} (tolerance {tolerance:.2g} in ln loss)")
+        f"neighbours put step 25's at ~ {between(25):.3g} (tolerance {tolerance:.2g} in ln loss)"
+    )
     assert unflagged(health) == ["step0", "step2", "step20", "step35", "step40"]
 
 
@@ -293,8 +358,12 @@ def test_rules_that_cannot_run_say_so():
 
 
 def test_without_a_loss_every_member_of_a_group_is_left_out_and_a_mixture_always_is():
-    pins = [pin("a", 0, "X"), pin("b", 1, "X"), pin("c", 2, "Y", weights={"1.bin": "s", "2.bin": "c"}),
-            pin("d", 3, "Z", weights={"1.bin": "s", "2.bin": "d"})]
+    pins = [
+        pin("a", 0, "X"),
+        pin("b", 1, "X"),
+        pin("c", 2, "Y", weights={"1.bin": "s", "2.bin": "c"}),
+        pin("d", 3, "Z", weights={"1.bin": "s", "2.bin": "d"}),
+    ]
     manifests = [manifest(name, step, None, layers(step)) for name, step in zip("abcd", range(4))]
     health = assess(pins, manifests, SETTINGS).set_index("checkpoint")["health"]
     assert health["a"] == "same model as b, and no loss to tell which is genuine"
@@ -302,15 +371,26 @@ def test_without_a_loss_every_member_of_a_group_is_left_out_and_a_mixture_always
 
 
 def test_figures_draw_a_group_once_and_leave_out_or_mark_the_flagged():
-    rows = pd.DataFrame({"model": "m", "checkpoint": ["step0", "step1", "step2", "step3"], "step": [0, 1, 2, 3],
-                         "health": [None, None, "out of place: broken", None],
-                         "drawn_as": [None, "step0", None, None]})
+    rows = pd.DataFrame(
+        {
+            "model": "m",
+            "checkpoint": ["step0", "step1", "step2", "step3"],
+            "step": [0, 1, 2, 3],
+            "health": [None, None, "out of place: broken", None],
+            "drawn_as": [None, "step0", None, None],
+        }
+    )
     drawn, noted = apply_health(rows, "omit")
     assert drawn["label"].tolist() == ["step0 (= step1)", "step3"]
     assert noted.fillna("-")[["checkpoint", "reason", "drawn_as"]].values.tolist() == [
-        ["step1", "-", "step0"], ["step2", "out of place: broken", "-"]]
+        ["step1", "-", "step0"],
+        ["step2", "out of place: broken", "-"],
+    ]
     marked, _ = apply_health(rows, "mark")
     assert marked["checkpoint"].tolist() == ["step0", "step2", "step3"] and marked["flagged"].tolist() == [
-        False, True, False]
+        False,
+        True,
+        False,
+    ]
     with pytest.raises(ValueError, match="set `figures.flagged: mark`"):
         apply_health(rows.assign(health="broken"), "omit")

@@ -51,8 +51,10 @@ def bin_files(model, shards: int = 1) -> dict[str, bytes]:
     groups = [[str(key) for key in group] for group in np.array_split(np.array(list(state)), shards)]
     names = [f"pytorch_model-{i + 1:05d}-of-{shards:05d}.bin" for i in range(shards)]
     files = {file: torch_bytes({key: state[key] for key in group}) for file, group in zip(names, groups)}
-    index = {"metadata": {"total_size": sum(t.numel() * t.element_size() for t in state.values())},
-             "weight_map": {key: file for file, group in zip(names, groups) for key in group}}
+    index = {
+        "metadata": {"total_size": sum(t.numel() * t.element_size() for t in state.values())},
+        "weight_map": {key: file for file, group in zip(names, groups) for key in group},
+    }
     return files | {"pytorch_model.bin.index.json": json.dumps(index).encode()}
 
 
@@ -78,29 +80,47 @@ def hub_cache(tmp_path_factory) -> Path:
     cache = tmp_path_factory.mktemp("hf-cache")
     scratch = tmp_path_factory.mktemp("scratch")
     tokenizer = directory_files(byte_tokenizer("gpt_neox", 128).save_pretrained, scratch / "tokenizer")
-    neox = transformers.GPTNeoXConfig(vocab_size=300, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                      intermediate_size=64, max_position_embeddings=256)
+    neox = transformers.GPTNeoXConfig(
+        vocab_size=300,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=256,
+    )
     config = {"config.json": neox.to_json_string().encode()}
     torch.manual_seed(0)
     first = transformers.GPTNeoXForCausalLM(neox)
     second = perturbed(first, set(first.state_dict()), seed=1)
     sharded = bin_files(second, shards=2)
-    shard_two_keys = {k for k, f in json.loads(sharded["pytorch_model.bin.index.json"])["weight_map"].items()
-                      if f.startswith("pytorch_model-00002")}
+    shard_two_keys = {
+        k
+        for k, f in json.loads(sharded["pytorch_model.bin.index.json"])["weight_map"].items()
+        if f.startswith("pytorch_model-00002")
+    }
     third = bin_files(perturbed(second, shard_two_keys, seed=2), shards=2)
     first_shard = "pytorch_model-00001-of-00002.bin"
     assert third[first_shard] == sharded[first_shard]  # the premise: torch.save writes equal tensors to equal bytes
-    for revision, weights in [("step0", bin_files(first)), ("step1", bin_files(first)),  # step1 re-serves step0
-                              ("step2", sharded), ("step3", third), ("step5", sharded),  # step3 shares shard 1
-                              ("step6", bin_files(perturbed(first, set(first.state_dict()), seed=5)))]:
+    for revision, weights in [
+        ("step0", bin_files(first)),
+        ("step1", bin_files(first)),  # step1 re-serves step0
+        ("step2", sharded),
+        ("step3", third),
+        ("step5", sharded),  # step3 shares shard 1
+        ("step6", bin_files(perturbed(first, set(first.state_dict()), seed=5))),
+    ]:
         add_revision(cache, PYTHIA, revision, config | tokenizer | weights)
 
     bloom = transformers.BloomConfig(vocab_size=300, hidden_size=32, n_layer=2, n_head=2)
     add_revision(cache, BLOOM_TOKENIZER, "main", tokenizer | {"config.json": bloom.to_json_string().encode()})
     for step, seed in ((1000, 3), (2000, 4)):  # no tokenizer files, as on bigscience/bloom-*-intermediate
         torch.manual_seed(seed)
-        add_revision(cache, BLOOM, f"global_step{step}", {"config.json": bloom.to_json_string().encode()}
-                     | bin_files(transformers.BloomForCausalLM(bloom)))
+        add_revision(
+            cache,
+            BLOOM,
+            f"global_step{step}",
+            {"config.json": bloom.to_json_string().encode()} | bin_files(transformers.BloomForCausalLM(bloom)),
+        )
     return cache
 
 
@@ -115,25 +135,45 @@ def experiment(pythia_checkpoints: list[str]) -> dict:
             "id_across_checkpoints": {"models": ["pythia-tiny", "bloom-tiny"]},
         },
         "models": {
-            "pythia-tiny": {"hub_id": PYTHIA, "kind": "decoder", "layers": 2, "max_length": 128,
-                            "checkpoints": pythia_checkpoints},
-            "bloom-tiny": {"hub_id": BLOOM, "tokenizer": BLOOM_TOKENIZER, "kind": "decoder", "layers": 2,
-                           "max_length": 128, "checkpoints": ["global_step1000", "global_step2000"]},
+            "pythia-tiny": {
+                "hub_id": PYTHIA,
+                "kind": "decoder",
+                "layers": 2,
+                "max_length": 128,
+                "checkpoints": pythia_checkpoints,
+            },
+            "bloom-tiny": {
+                "hub_id": BLOOM,
+                "tokenizer": BLOOM_TOKENIZER,
+                "kind": "decoder",
+                "layers": 2,
+                "max_length": 128,
+                "checkpoints": ["global_step1000", "global_step2000"],
+            },
         },
     }
 
 
 def snakemake(workdir: Path, config: dict, cache: Path, *targets) -> subprocess.CompletedProcess:
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
-    return run_snakemake(workdir, "--configfile", workdir / "config.yaml", "--cores", "2", *targets,
-                         env={**OFFLINE, "HF_HUB_CACHE": str(cache)})
+    return run_snakemake(
+        workdir,
+        "--configfile",
+        workdir / "config.yaml",
+        "--cores",
+        "2",
+        *targets,
+        env={**OFFLINE, "HF_HUB_CACHE": str(cache)},
+    )
 
 
 def test_a_configured_revision_the_repository_lacks_stops_at_its_pin_naming_the_nearest(hub_cache, tmp_path):
     result = snakemake(tmp_path, experiment(["step0", "step4"]), hub_cache, "results/lock/pythia-tiny/step4.json")
     assert result.returncode != 0
-    assert (f"{PYTHIA} has no revision 'step4' (in the local cache" in result.stderr
-            and "nearest existing: step2, step3, step5" in result.stderr), result.stderr[-3000:]
+    assert (
+        f"{PYTHIA} has no revision 'step4' (in the local cache" in result.stderr
+        and "nearest existing: step2, step3, step5" in result.stderr
+    ), result.stderr[-3000:]
 
 
 def test_pytorch_only_series_pins_extracts_and_flags_duplicates_offline(hub_cache, tmp_path):
@@ -149,8 +189,9 @@ def test_pytorch_only_series_pins_extracts_and_flags_duplicates_offline(hub_cach
     assert manifest["weights_format"] == "pytorch" and manifest["tokenizer"] == BLOOM_TOKENIZER
 
     health = pd.read_csv(tmp_path / "results/tables/checkpoints.csv")
-    flags = (health[health["model"] == "pythia-tiny"].set_index("checkpoint")
-             [["identical_to", "shared_files", "health", "drawn_as"]])
+    flags = health[health["model"] == "pythia-tiny"].set_index("checkpoint")[
+        ["identical_to", "shared_files", "health", "drawn_as"]
+    ]
     flags = flags.astype(object).where(flags.notna(), None)
     shard = "pytorch_model-00001-of-00002.bin"
     # weights near initialisation: every loss is near ln(300), so none is broken; step0 = step1 is one model by design,
@@ -175,8 +216,20 @@ def test_pytorch_only_series_pins_extracts_and_flags_duplicates_offline(hub_cach
 
 TRAINED = "EleutherAI/pythia-trained"
 # revision -> what it serves: a trained step, or a defect (final, broken, copy)
-SERIES = {"step0": 0, "step1": 1, "step2": "final", "step5": 5, "step10": 10, "step20": 20, "step25": "final",
-          "step30": "broken", "step40": 40, "step45": "copy of step40", "step50": 50, "step60": 60}
+SERIES = {
+    "step0": 0,
+    "step1": 1,
+    "step2": "final",
+    "step5": 5,
+    "step10": 10,
+    "step20": 20,
+    "step25": "final",
+    "step30": "broken",
+    "step40": 40,
+    "step45": "copy of step40",
+    "step50": 50,
+    "step60": 60,
+}
 GENUINE = [step for step, served in SERIES.items() if isinstance(served, int)]
 
 
@@ -186,11 +239,18 @@ def trained_cache(tmp_path_factory) -> Path:
     scratch = tmp_path_factory.mktemp("trained")
     clean_dump(gensim_sample_path(), scratch / "clean.txt", scratch / "stats.json")
     hyperparameters = dict(num_layers=2, d_model=32, num_heads=2, seq_len=64, batch_size=16, lr=3e-3)
-    saved = training.train("gpt_neox", scratch / "clean.txt", scratch / "steps", [SERIES[step] for step in GENUINE],
-                           zero_first_update=True, **hyperparameters)
+    saved = training.train(
+        "gpt_neox",
+        scratch / "clean.txt",
+        scratch / "steps",
+        [SERIES[step] for step in GENUINE],
+        zero_first_update=True,
+        **hyperparameters,
+    )
     directories = {int(path.name.removeprefix("step")): path for path in saved}
-    files = {step: {p.name: p.read_bytes() for p in path.iterdir() if p.is_file()}
-             for step, path in directories.items()}
+    files = {
+        step: {p.name: p.read_bytes() for p in path.iterdir() if p.is_file()} for step, path in directories.items()
+    }
     assert files[0]["model.safetensors"] == files[1]["model.safetensors"]  # the premise: one model by construction
     # a broken branch: weights at random at a scale no training leaves, so its loss lies far above a uniform guess's,
     # as bloom-560m-intermediate's global_step600000 does (perplexity 320,322 for a 250,880-token vocabulary)
@@ -199,11 +259,16 @@ def trained_cache(tmp_path_factory) -> Path:
     broken = transformers.GPTNeoXForCausalLM(config)
     broken.save_pretrained(scratch / "broken")
     copy = scratch / "copy.safetensors"  # the same tensors with other metadata: other bytes, the same model
-    safetensors.torch.save_file(safetensors.torch.load_file(directories[40] / "model.safetensors"), copy,
-                                metadata={"format": "pt", "republished": "yes"})
-    defects = {"final": files[60], "broken": files[0] | {"model.safetensors":
-                                                          (scratch / "broken/model.safetensors").read_bytes()},
-               "copy of step40": files[40] | {"model.safetensors": copy.read_bytes()}}
+    safetensors.torch.save_file(
+        safetensors.torch.load_file(directories[40] / "model.safetensors"),
+        copy,
+        metadata={"format": "pt", "republished": "yes"},
+    )
+    defects = {
+        "final": files[60],
+        "broken": files[0] | {"model.safetensors": (scratch / "broken/model.safetensors").read_bytes()},
+        "copy of step40": files[40] | {"model.safetensors": copy.read_bytes()},
+    }
     cache = tmp_path_factory.mktemp("trained-cache")
     for revision, served in SERIES.items():
         add_revision(cache, TRAINED, revision, files[served] if isinstance(served, int) else defects[served])
@@ -215,11 +280,20 @@ def test_a_trained_series_with_upstream_s_defects_is_judged_by_its_loss(trained_
         "corpus": {"name": "enwiki-sample", "gensim_sample": True},
         "windows": {"count": 48, "chars": 200, "seed": 0},
         "metrics": {"names": ["anisotropy", "id_twonn"], "batch_size": 128, "batches": 2, "layers_per_job": 3},
-        "figures": {"profile_across_checkpoints": [{"model": "trained"}],
-                    "id_across_checkpoints": {"models": ["trained"]},
-                    "loss_across_checkpoints": {"models": ["trained"]}},
-        "models": {"trained": {"hub_id": TRAINED, "kind": "decoder", "layers": 2, "max_length": 64,
-                               "checkpoints": list(SERIES)}},
+        "figures": {
+            "profile_across_checkpoints": [{"model": "trained"}],
+            "id_across_checkpoints": {"models": ["trained"]},
+            "loss_across_checkpoints": {"models": ["trained"]},
+        },
+        "models": {
+            "trained": {
+                "hub_id": TRAINED,
+                "kind": "decoder",
+                "layers": 2,
+                "max_length": 64,
+                "checkpoints": list(SERIES),
+            }
+        },
     }
     result = snakemake(tmp_path, config, trained_cache)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -232,8 +306,9 @@ def test_a_trained_series_with_upstream_s_defects_is_judged_by_its_loss(trained_
     assert verdicts.loc["step2", "health"].startswith("out of place: loss")  # the final model under an early name
     assert verdicts.loc["step2", "health"].endswith("same model as step25, step60")
     # ... and under a mid-series one: within the series' fit (0.25), but not where step20 and step50 put step25
-    assert verdicts.loc["step25", "health"].startswith("another step's model: same model as step2, step60, of which "
-                                                       "step60 holds its own step; here loss")
+    assert verdicts.loc["step25", "health"].startswith(
+        "another step's model: same model as step2, step60, of which step60 holds its own step; here loss"
+    )
     assert verdicts.loc["step60"].tolist() == [None, None]  # the genuine final, at its own step
     assert verdicts.loc["step30", "health"].startswith("out of place: loss")  # random weights late in the series
     assert health.loc["step45", "behaves_like"].startswith("step40 (") and pd.isna(health.loc["step45", "identical_to"])

@@ -13,8 +13,20 @@ RULES = REPO / "workflow" / "rules"
 # Floors, lowest first: what every stage shares; the stages in DAG order; the layer that validates, plans and verifies
 # a run (common.smk's); the rehearsal's tools, which stand in for the Hub and the data a run reads; the command line
 # above it all. A module may import its own floor and those below it.
-FLOORS = [("__init__", "paths", "logs", "network"), ("corpus",), ("models",), ("extraction",), ("health",),
-          ("metrics",), ("figures",), ("rajaee_pilehvar",), ("claims",), ("experiment", "cost"), ("rehearsal",), ("__main__",)]
+FLOORS = [
+    ("__init__", "paths", "logs", "network"),
+    ("corpus",),
+    ("models",),
+    ("extraction",),
+    ("health",),
+    ("metrics",),
+    ("figures",),
+    ("rajaee_pilehvar",),
+    ("claims",),
+    ("experiment", "cost"),
+    ("rehearsal",),
+    ("__main__",),
+]
 
 
 def floor(module: str) -> int:
@@ -33,10 +45,14 @@ def package_imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:  # relative to the file's package (module names keep "__init__", so one rule fits all)
-                base = ".".join([*module.split(".")[:-node.level], *filter(None, [node.module])])
+                base = ".".join([*module.split(".")[: -node.level], *filter(None, [node.module])])
             if base == "shape_of_learning":  # from shape_of_learning import paths, or a name its __init__ defines
-                found |= {f"{base}.{alias.name}" if (PACKAGE / alias.name).is_dir()
-                          or (PACKAGE / f"{alias.name}.py").is_file() else f"{base}.__init__" for alias in node.names}
+                found |= {
+                    f"{base}.{alias.name}"
+                    if (PACKAGE / alias.name).is_dir() or (PACKAGE / f"{alias.name}.py").is_file()
+                    else f"{base}.__init__"
+                    for alias in node.names
+                }
             elif base.startswith("shape_of_learning."):
                 found.add(base)
     return found
@@ -45,7 +61,11 @@ def package_imports(path: Path) -> set[str]:
 def test_listing_the_package_reads_like_the_rules():
     stages = {path.stem for path in RULES.glob("*.smk")} - {"common"}
     packages = {path.parent.name for path in PACKAGE.glob("*/__init__.py")}
-    assert packages - stages == {"experiment", "cost", "rehearsal"}  # above the stages: common.smk's layer, the rehearsal
+    assert packages - stages == {
+        "experiment",
+        "cost",
+        "rehearsal",
+    }  # above the stages: common.smk's layer, the rehearsal
     assert stages <= packages
     assert [path.relative_to(PACKAGE) for path in PACKAGE.rglob("registry.py")] == [Path("metrics/registry.py")]
 
@@ -60,8 +80,10 @@ def test_no_module_imports_from_a_floor_above_its_own():
 
 
 def test_the_import_check_sees_relative_and_absolute_imports(tmp_path):
-    assert package_imports(PACKAGE / "metrics" / "layer.py") >= {"shape_of_learning.extraction.shards",
-                                                                "shape_of_learning.metrics.batches"}
+    assert package_imports(PACKAGE / "metrics" / "layer.py") >= {
+        "shape_of_learning.extraction.shards",
+        "shape_of_learning.metrics.batches",
+    }
     assert "shape_of_learning.paths" in package_imports(PACKAGE / "experiment" / "plan.py")
     assert "shape_of_learning.__init__" in package_imports(PACKAGE / "paths.py")  # RESULTS_VARIABLE
     assert floor("shape_of_learning.figures.kinds") > floor("shape_of_learning.metrics.registry")
@@ -70,8 +92,11 @@ def test_the_import_check_sees_relative_and_absolute_imports(tmp_path):
 def string_literals(source: str) -> list[tuple[int, str]]:
     """(line, text) of each string literal of Python or Snakemake source, comments and docstrings (a string that is
     a statement of its own) left out."""
-    tokens = [t for t in tokenize.generate_tokens(io.StringIO(source).readline)
-              if t.type not in (tokenize.COMMENT, tokenize.NL)]
+    tokens = [
+        t
+        for t in tokenize.generate_tokens(io.StringIO(source).readline)
+        if t.type not in (tokenize.COMMENT, tokenize.NL)
+    ]
     literals = []
     for index, token in enumerate(tokens):
         if token.type != tokenize.STRING:
@@ -85,27 +110,38 @@ def string_literals(source: str) -> list[tuple[int, str]]:
 
 
 def result_paths(source: str) -> list[tuple[int, str]]:
-    return [(line, text) for line, text in string_literals(source)
-            if any(root in text for root in ("results/", "logs/", "'results'", '"results"', "'logs'", '"logs"'))]
+    return [
+        (line, text)
+        for line, text in string_literals(source)
+        if any(root in text for root in ("results/", "logs/", "'results'", '"results"', "'logs'", '"logs"'))
+    ]
 
 
 def test_no_result_path_is_written_outside_the_paths_module():
-    code = [*PACKAGE.rglob("*.py"), *(REPO / "workflow" / "scripts").glob("*.py"), *RULES.glob("*.smk"),
-            REPO / "Snakefile"]
-    found = {str(path.relative_to(REPO)): result_paths(path.read_text()) for path in code
-             if path != PACKAGE / "paths.py"}
+    code = [
+        *PACKAGE.rglob("*.py"),
+        *(REPO / "workflow" / "scripts").glob("*.py"),
+        *RULES.glob("*.smk"),
+        REPO / "Snakefile",
+    ]
+    found = {
+        str(path.relative_to(REPO)): result_paths(path.read_text()) for path in code if path != PACKAGE / "paths.py"
+    }
     module = PACKAGE / "experiment" / "results_root.py"  # its KEY = "results" is the config's key, not a path
     key = next(number for number, line in enumerate(module.read_text().splitlines(), 1) if line.startswith("KEY = "))
     found[str(module.relative_to(REPO))].remove((key, '"results"'))
     assert {path: literals for path, literals in found.items() if literals} == {}
 
 
-@pytest.mark.parametrize("source, found", [
-    ('x = "results/tables/summary.csv"\n', [(1, '"results/tables/summary.csv"')]),
-    ('x = Path("results", "lock")\n', [(1, '"results"')]),
-    ('def f():\n    """Writes results/tables/."""\n    return f"logs/{rule}.log"\n', [(3, 'f"logs/{rule}.log"')]),
-    ('# results/ in a comment\nx = 1\n', []),
-    ('rule a:\n    log:\n        "logs/a.log",\n', [(3, '"logs/a.log"')]),
-])
+@pytest.mark.parametrize(
+    "source, found",
+    [
+        ('x = "results/tables/summary.csv"\n', [(1, '"results/tables/summary.csv"')]),
+        ('x = Path("results", "lock")\n', [(1, '"results"')]),
+        ('def f():\n    """Writes results/tables/."""\n    return f"logs/{rule}.log"\n', [(3, 'f"logs/{rule}.log"')]),
+        ("# results/ in a comment\nx = 1\n", []),
+        ('rule a:\n    log:\n        "logs/a.log",\n', [(3, '"logs/a.log"')]),
+    ],
+)
 def test_the_path_check_finds_literals_and_leaves_docstrings_and_comments(source, found):
     assert result_paths(source) == found

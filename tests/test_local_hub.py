@@ -25,8 +25,16 @@ WEIGHTS = bytes(range(256)) * 400  # 102,400 bytes
 @pytest.fixture
 def folder(tmp_path) -> Path:
     root = tmp_path / "hub"
-    add_branch(root, "acme/tiny", "main", {"config.json": b'{"model_type": "gpt2"}', "model.safetensors": WEIGHTS,
-                                           "sub/notes.txt": b"a file in a subfolder"})
+    add_branch(
+        root,
+        "acme/tiny",
+        "main",
+        {
+            "config.json": b'{"model_type": "gpt2"}',
+            "model.safetensors": WEIGHTS,
+            "sub/notes.txt": b"a file in a subfolder",
+        },
+    )
     add_branch(root, "acme/tiny", "step1", {"config.json": b'{"model_type": "gpt2"}', "model.safetensors": b"w1"})
     add_branch(root, "acme/gated", "main", {"config.json": b"{}"})
     (root / "acme/gated/gated").touch()
@@ -52,8 +60,9 @@ def test_model_info_lists_each_file_with_its_size_blob_id_and_lfs_sha256(folder,
     assert sorted(files) == ["config.json", "model.safetensors", "sub/notes.txt"]
     weights = files["model.safetensors"]
     assert weights.size == len(WEIGHTS) and weights.lfs.sha256 == hashlib.sha256(WEIGHTS).hexdigest()
-    pointer = (f"version https://git-lfs.github.com/spec/v1\noid sha256:{weights.lfs.sha256}\n"
-               f"size {len(WEIGHTS)}\n").encode()
+    pointer = (
+        f"version https://git-lfs.github.com/spec/v1\noid sha256:{weights.lfs.sha256}\nsize {len(WEIGHTS)}\n"
+    ).encode()
     assert weights.blob_id == hashlib.sha1(b"blob %d\0" % len(pointer) + pointer).hexdigest()  # git's id of the pointer
     config = b'{"model_type": "gpt2"}'
     assert files["config.json"].lfs is None
@@ -64,9 +73,11 @@ def test_model_info_lists_each_file_with_its_size_blob_id_and_lfs_sha256(folder,
 
 
 def test_a_commit_sha_is_the_sha1_of_the_branch_and_its_files_digests(folder):
-    listing = [["config.json", hashlib.sha256(b'{"model_type": "gpt2"}').hexdigest()],
-               ["model.safetensors", hashlib.sha256(WEIGHTS).hexdigest()],
-               ["sub/notes.txt", hashlib.sha256(b"a file in a subfolder").hexdigest()]]
+    listing = [
+        ["config.json", hashlib.sha256(b'{"model_type": "gpt2"}').hexdigest()],
+        ["model.safetensors", hashlib.sha256(WEIGHTS).hexdigest()],
+        ["sub/notes.txt", hashlib.sha256(b"a file in a subfolder").hexdigest()],
+    ]
     expected = hashlib.sha1(json.dumps(["main", listing]).encode()).hexdigest()
     with LocalHub(folder) as hub:
         assert json.load(get(f"{hub.endpoint}/api/models/acme/tiny"))["sha"] == expected
@@ -109,8 +120,12 @@ def test_the_hub_s_errors_become_huggingface_hub_s_exceptions(folder, client):
         with pytest.raises(GatedRepoError) as refused:
             huggingface_hub.hf_hub_download("acme/gated", "config.json", endpoint=hub.endpoint, token="hf_wrong")
         assert api.model_info("acme/gated").sha  # a gated repository's listing is public, as on the Hub
-        assert Path(huggingface_hub.hf_hub_download("acme/gated", "config.json", endpoint=hub.endpoint,
-                                                    token="hf_right")).read_bytes() == b"{}"
+        assert (
+            Path(
+                huggingface_hub.hf_hub_download("acme/gated", "config.json", endpoint=hub.endpoint, token="hf_right")
+            ).read_bytes()
+            == b"{}"
+        )
         with pytest.raises(urllib.error.HTTPError) as absent:
             get(f"{hub.endpoint}/api/models/acme/absent")
     assert gated.value.response.status_code == 401 and refused.value.response.status_code == 403
@@ -119,8 +134,9 @@ def test_the_hub_s_errors_become_huggingface_hub_s_exceptions(folder, client):
 
 def test_faults_fail_the_configured_requests_a_set_number_of_times(folder, client, tmp_path):
     faults = tmp_path / "faults.json"
-    faults.write_text(json.dumps([{"path": "*/refs", "status": 500, "times": 2},
-                                  {"path": "*/model.safetensors", "drop_after": 1000}]))
+    faults.write_text(
+        json.dumps([{"path": "*/refs", "status": 500, "times": 2}, {"path": "*/model.safetensors", "drop_after": 1000}])
+    )
     with LocalHub(folder, faults=read_faults(faults)) as hub:
         api = huggingface_hub.HfApi(endpoint=hub.endpoint)
         for _ in range(2):
@@ -133,15 +149,24 @@ def test_faults_fail_the_configured_requests_a_set_number_of_times(folder, clien
             cut.read()
         assert get(f"{hub.endpoint}/acme/tiny/resolve/main/model.safetensors").read() == WEIGHTS  # once only
     statuses = [(method, path.rsplit("/", 1)[1], status) for method, path, _, status in hub.requests]
-    assert statuses == [("GET", "refs", 500), ("GET", "refs", 500), ("GET", "refs", 200),
-                        ("GET", "model.safetensors", 200), ("GET", "model.safetensors", 200)]
+    assert statuses == [
+        ("GET", "refs", 500),
+        ("GET", "refs", 500),
+        ("GET", "refs", 200),
+        ("GET", "model.safetensors", 200),
+        ("GET", "model.safetensors", 200),
+    ]
     with pytest.raises(ValueError, match="exactly one of status and drop_after"):
         Fault("*", status=500, drop_after=10)
 
 
 def test_it_runs_from_the_command_line(folder):
-    process = subprocess.Popen([sys.executable, "-m", "shape_of_learning.rehearsal.local_hub", str(folder),
-                                "--port", "0"], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "shape_of_learning.rehearsal.local_hub", str(folder), "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
     try:
         line = process.stdout.readline()
         endpoint = line.split("HF_ENDPOINT=")[1].split()[0]

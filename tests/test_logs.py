@@ -56,9 +56,11 @@ def test_a_job_that_succeeds_leaves_no_failure_message(job, tmp_path):
 
 def test_the_failed_script_prints_no_traceback_of_its_own(tmp_path):
     message, log = "cannot pin org/model@main: the Hub is unreachable", tmp_path / "job.log"
-    script = ("from types import SimpleNamespace\nfrom shape_of_learning.logs import job_logging\n"
-              f"with job_logging(SimpleNamespace(log=[{str(log)!r}], rule='pin_checkpoint', threads=1)):\n"
-              f"    raise RuntimeError({message!r})\n")
+    script = (
+        "from types import SimpleNamespace\nfrom shape_of_learning.logs import job_logging\n"
+        f"with job_logging(SimpleNamespace(log=[{str(log)!r}], rule='pin_checkpoint', threads=1)):\n"
+        f"    raise RuntimeError({message!r})\n"
+    )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env={"PYTHONPATH": str(SRC)})
     assert done.returncode == 1
     assert done.stderr.splitlines() == [f"Error in rule pin_checkpoint: {message}", f"(log: {log})"]
@@ -70,8 +72,9 @@ def test_a_folder_s_filesystem_is_its_nearest_mount_point_s(tmp_path):
     or not the folder exists yet; a mount point's space is written \\040 in the table."""
     (tmp_path / "node disk").mkdir()
     mounts = tmp_path / "mounts"
-    mounts.write_text(f"/dev/vda / ext4 rw 0 0\nscratch {tmp_path}/node\\040disk tmpfs rw 0 0\n"
-                      f"shared {tmp_path}/node nfs4 rw 0 0\n")
+    mounts.write_text(
+        f"/dev/vda / ext4 rw 0 0\nscratch {tmp_path}/node\\040disk tmpfs rw 0 0\nshared {tmp_path}/node nfs4 rw 0 0\n"
+    )
     assert filesystem(tmp_path / "node disk" / "not" / "yet", mounts).startswith(f"tmpfs at {tmp_path}/node disk, ")
     assert filesystem(tmp_path / "node" / "x", mounts).startswith("ext4 at /, ")  # node/ is no mount of this machine
     assert filesystem(tmp_path, tmp_path / "no-such-table").startswith("unknown at /, ")

@@ -88,12 +88,15 @@ def test_the_float32_guard_is_what_keeps_close_neighbours_exact(monkeypatch):
     assert np.abs(knn_distances(X, 2).numpy() / exact - 1).max() > 1e-3
 
 
-@pytest.mark.parametrize("ours, theirs", [
-    (twonn, lambda X: skdim.id.TwoNN().fit(X).dimension_),
-    (mada, lambda X: skdim.id.MADA().fit(X).dimension_),
-    (mom, lambda X: skdim.id.MOM().fit(X).dimension_),
-    (gride, lambda X: skdim.id.GRIDE().fit(X).dimension_),
-])
+@pytest.mark.parametrize(
+    "ours, theirs",
+    [
+        (twonn, lambda X: skdim.id.TwoNN().fit(X).dimension_),
+        (mada, lambda X: skdim.id.MADA().fit(X).dimension_),
+        (mom, lambda X: skdim.id.MOM().fit(X).dimension_),
+        (gride, lambda X: skdim.id.GRIDE().fit(X).dimension_),
+    ],
+)
 def test_estimators_equal_scikit_dimension(manifold, ours, theirs):
     X, _, distances = manifold
     assert ours(distances) == pytest.approx(theirs(X), rel=1e-4)
@@ -265,10 +268,21 @@ def test_batches_summary_and_info():
     per_batch = result.values[result.values.metric == "id_mom"].value
     assert summary.loc["id_mom", "std"] == pytest.approx(per_batch.std(ddof=1))
     assert result.info | {"seconds": 0} == {
-        "vectors": 1000, "dimension": 10, "batch_size": 300, "batches": 3, "metrics": list(METRICS),
-        "duplicates_removed": {"total": 0, "per_batch": [0, 0, 0]}, "device": "cpu", "seconds": 0,
-        "settings": {"id_twonn": {"discard_fraction": 0.1}, "id_mada": {"k": 20}, "id_mom": {"k": 100},
-                     "id_gride": {"n1": 1, "n2": 2}}}
+        "vectors": 1000,
+        "dimension": 10,
+        "batch_size": 300,
+        "batches": 3,
+        "metrics": list(METRICS),
+        "duplicates_removed": {"total": 0, "per_batch": [0, 0, 0]},
+        "device": "cpu",
+        "seconds": 0,
+        "settings": {
+            "id_twonn": {"discard_fraction": 0.1},
+            "id_mada": {"k": 20},
+            "id_mom": {"k": 100},
+            "id_gride": {"n1": 1, "n2": 2},
+        },
+    }
     single = compute_metrics(gaussian(400, 10, 17), ["isoscore"], batch_size=300).summary()
     assert np.isnan(single.loc[0, "std"])
 
@@ -283,8 +297,10 @@ def test_a_seed_fixes_the_batches():
 def test_non_finite_vectors_are_an_error_naming_the_layer():
     X = gaussian(500, 10, 19)
     X[123, 4] = np.inf
-    with pytest.raises(ValueError, match="model m1, checkpoint step8, layer 3: 1 of 500 vectors contain NaN or Inf "
-                                         "\\(first at row 123\\)"):
+    with pytest.raises(
+        ValueError,
+        match="model m1, checkpoint step8, layer 3: 1 of 500 vectors contain NaN or Inf \\(first at row 123\\)",
+    ):
         compute_metrics(X, batch_size=200, context="model m1, checkpoint step8, layer 3")
 
 
@@ -314,7 +330,8 @@ def test_cli_reads_a_parquet_shard_and_names_its_layer_in_errors(tmp_path, capsy
     write_shard(path, X, metadata={"model": "tiny", "checkpoint": "step8", "layer": 0})
     cli.main([str(path), "--batch-size", "250", "--metrics", "anisotropy"])
     assert json.loads(capsys.readouterr().out)["anisotropy"]["mean"] == pytest.approx(
-        compute_metrics(X, ["anisotropy"], batch_size=250).summary()["mean"][0], rel=1e-6)
+        compute_metrics(X, ["anisotropy"], batch_size=250).summary()["mean"][0], rel=1e-6
+    )
     with pytest.raises(SystemExit, match="model tiny, checkpoint step8, layer 0, .*: 500 vectors are fewer"):
         cli.main([str(path)])
 
@@ -323,8 +340,9 @@ def test_a_metric_setting_reaches_its_estimator_and_the_neighbour_search(monkeyp
     X = gaussian(600, 8, 5)
     distances = knn_distances(deduplicate(X)[0], 2)
     for fraction in (0.0, 0.1, 0.3):
-        found = compute_metrics(X, ["id_twonn"], batch_size=600,
-                                settings={"id_twonn": {"discard_fraction": fraction}}).values["value"]
+        found = compute_metrics(
+            X, ["id_twonn"], batch_size=600, settings={"id_twonn": {"discard_fraction": fraction}}
+        ).values["value"]
         assert found.item() == pytest.approx(twonn(distances, discard_fraction=fraction), rel=1e-9)
     assert twonn(distances, 0.0) != pytest.approx(twonn(distances, 0.3), rel=1e-3)
     assert np.isfinite(twonn(distances, 0.0))  # the largest ratio, whose -log(1 - N/N) is infinite, stays out
@@ -334,15 +352,22 @@ def test_a_metric_setting_reaches_its_estimator_and_the_neighbour_search(monkeyp
     found = compute_metrics(X, ["id_mada", "id_twonn"], batch_size=600, settings={"id_mada": {"k": 8}})
     assert calls == [8]  # MADA's k sets the one search; TwoNN reads its first 2 columns
     assert found.values.set_index("metric")["value"]["id_mada"] == pytest.approx(
-        mada(knn_distances(deduplicate(X)[0], 8), k=8), rel=1e-9)
+        mada(knn_distances(deduplicate(X)[0], 8), k=8), rel=1e-9
+    )
 
 
-@pytest.mark.parametrize("settings, message", [
-    ({"id_mada": {"neighbours": 5}}, "metric 'id_mada' has no setting 'neighbours'; its settings: k \\(default 20\\)"),
-    ({"id_mom": {"k": 2.5}}, "setting k=2.5 must be a int"),
-    ({"anisotropy": {"centred": False}}, "metric 'anisotropy' has no setting 'centred'; its settings: none"),
-    ({"id_gride": {}}, "settings given for \\['id_gride'\\], which are not among the metrics computed"),
-])
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        (
+            {"id_mada": {"neighbours": 5}},
+            "metric 'id_mada' has no setting 'neighbours'; its settings: k \\(default 20\\)",
+        ),
+        ({"id_mom": {"k": 2.5}}, "setting k=2.5 must be a int"),
+        ({"anisotropy": {"centred": False}}, "metric 'anisotropy' has no setting 'centred'; its settings: none"),
+        ({"id_gride": {}}, "settings given for \\['id_gride'\\], which are not among the metrics computed"),
+    ],
+)
 def test_a_setting_that_is_no_parameter_of_the_metric_is_refused_naming_the_allowed_ones(settings, message):
     with pytest.raises(ValueError, match=message):
         compute_metrics(gaussian(300, 6, 5), ["id_mada", "id_mom", "anisotropy"], batch_size=300, settings=settings)
@@ -375,8 +400,12 @@ def test_each_metric_name_computes_what_it_says():
 def test_the_pipeline_runs_the_id_estimators_at_scikit_dimension_s_defaults():
     X = embed(helix(1500, 7), 6, 0.0, 7)
     found = compute_metrics(X, ["id_twonn", "id_mada", "id_mom", "id_gride"], batch_size=1500).values
-    theirs = {"id_twonn": skdim.id.TwoNN(), "id_mada": skdim.id.MADA(), "id_mom": skdim.id.MOM(),
-              "id_gride": skdim.id.GRIDE()}
+    theirs = {
+        "id_twonn": skdim.id.TwoNN(),
+        "id_mada": skdim.id.MADA(),
+        "id_mom": skdim.id.MOM(),
+        "id_gride": skdim.id.GRIDE(),
+    }
     for name, value in zip(found["metric"], found["value"]):
         assert value == pytest.approx(theirs[name].fit(X).dimension_, rel=1e-4), name
 

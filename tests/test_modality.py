@@ -26,13 +26,23 @@ from shape_of_learning.models.checkpoints import checkpoints, random_init
 
 def media_spec(fields: dict) -> dict:
     """An image_corpus / audio_corpus entry as the workflow hands it over: validated, defaults filled."""
-    config = validate_config({"corpus": {"name": "c"}, "windows": {}, "figures": {},
-                              "image_corpus": {"name": "m", **fields},
-                              "models": {"m": {"hub_id": "a/b", "kind": "encoder", "layers": 1}}})
+    config = validate_config(
+        {
+            "corpus": {"name": "c"},
+            "windows": {},
+            "figures": {},
+            "image_corpus": {"name": "m", **fields},
+            "models": {"m": {"hub_id": "a/b", "kind": "encoder", "layers": 1}},
+        }
+    )
     return config["image_corpus"]
 
-WINDOWS = ["The quick brown fox jumps over the lazy dog. " * 3, "Anisotropy in character-level models.",
-           "Byte-level models read UTF-8: naïve café."] * 4
+
+WINDOWS = [
+    "The quick brown fox jumps over the lazy dog. " * 3,
+    "Anisotropy in character-level models.",
+    "Byte-level models read UTF-8: naïve café.",
+] * 4
 TINY = dict(hidden_size=32, num_attention_heads=2, intermediate_size=64)
 
 
@@ -50,8 +60,16 @@ def save(model, preprocessor, directory, layers, modality):
     torch.manual_seed(0)
     model.save_pretrained(directory)
     preprocessor.save_pretrained(directory)
-    return validate_model_entry({"path": str(directory), "kind": "encoder", "layers": layers, "modality": modality,
-                                 "batch_size": 3, "max_length": 64})
+    return validate_model_entry(
+        {
+            "path": str(directory),
+            "kind": "encoder",
+            "layers": layers,
+            "modality": modality,
+            "batch_size": 3,
+            "max_length": 64,
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -139,37 +157,105 @@ def solo_image(model, processor, images):
         with torch.no_grad():
             pixels = processor([decode_image(images[item])], return_tensors="pt")["pixel_values"]
             return model.eval()(pixel_values=pixels, output_hidden_states=True).hidden_states
+
     return hidden
 
 
 CNN_PROCESSOR = dict(size={"shortest_edge": 32}, crop_pct=1.0)
 PER_STAGE = dict(patch_sizes=[7, 3], num_attention_heads=[1, 2])
 IMAGE_FAMILIES = {  # family: (model, processor, layers, k = the fewest positions per image of any layer, specials)
-    "vit": (lambda: transformers.ViTModel(transformers.ViTConfig(image_size=32, patch_size=8, num_hidden_layers=2,
-                                                                 **TINY)),
-            lambda: transformers.ViTImageProcessor(size={"height": 32, "width": 32}), 2, 16, 1),
-    "beit": (lambda: transformers.BeitModel(transformers.BeitConfig(image_size=32, patch_size=8, num_hidden_layers=2,
-                                                                    use_mask_token=False, **TINY)),
-             lambda: transformers.BeitImageProcessor(size={"height": 32, "width": 32}, do_center_crop=False), 2, 16, 1),
-    "resnet": (lambda: transformers.ResNetModel(transformers.ResNetConfig(
-        num_channels=3, embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic")),
-        lambda: transformers.ConvNextImageProcessor(**CNN_PROCESSOR), 2, 16, 0),  # 8x8, 8x8, 4x4
-    "convnext": (lambda: transformers.ConvNextModel(transformers.ConvNextConfig(
-        num_channels=3, hidden_sizes=[8, 16], depths=[1, 1], num_stages=2)),
-        lambda: transformers.ConvNextImageProcessor(**CNN_PROCESSOR), 2, 16, 0),  # 8x8, 8x8, 4x4
-    "efficientnet": (lambda: transformers.EfficientNetModel(transformers.EfficientNetConfig(
-        image_size=64, width_coefficient=0.25, depth_coefficient=0.5, hidden_dim=320)),
-        lambda: transformers.EfficientNetImageProcessor(size={"height": 64, "width": 64}), 10, 4, 0),  # 32x32 .. 2x2
-    "segformer": (lambda: transformers.SegformerModel(transformers.SegformerConfig(
-        num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[8, 16], strides=[4, 2],
-        mlp_ratios=[2, 2], **PER_STAGE)),
-        lambda: transformers.SegformerImageProcessor(size={"height": 32, "width": 32}), 1, 16, 0),  # 8x8, 4x4
-    "cvt": (lambda: transformers.CvtModel(transformers.CvtConfig(  # depth[1] > 1: CvtStage indexes its drop-path
-        embed_dim=[8, 16], num_heads=[1, 2], depth=[1, 2], patch_sizes=[7, 3], patch_stride=[4, 2],  # rates by stage
-        patch_padding=[2, 1], mlp_ratio=[2.0, 2.0], attention_drop_rate=[0.0, 0.0], drop_rate=[0.0, 0.0],
-        drop_path_rate=[0.0, 0.0], qkv_bias=[True, True], cls_token=[False, True], qkv_projection_method=["dw_bn"] * 2,
-        kernel_qkv=[3, 3], padding_kv=[1, 1], stride_kv=[2, 2], padding_q=[1, 1], stride_q=[1, 1])),
-        lambda: transformers.ConvNextImageProcessor(**CNN_PROCESSOR), 1, 16, 0),  # 8x8, 4x4 (+ [CLS] kept apart)
+    "vit": (
+        lambda: transformers.ViTModel(transformers.ViTConfig(image_size=32, patch_size=8, num_hidden_layers=2, **TINY)),
+        lambda: transformers.ViTImageProcessor(size={"height": 32, "width": 32}),
+        2,
+        16,
+        1,
+    ),
+    "beit": (
+        lambda: transformers.BeitModel(
+            transformers.BeitConfig(image_size=32, patch_size=8, num_hidden_layers=2, use_mask_token=False, **TINY)
+        ),
+        lambda: transformers.BeitImageProcessor(size={"height": 32, "width": 32}, do_center_crop=False),
+        2,
+        16,
+        1,
+    ),
+    "resnet": (
+        lambda: transformers.ResNetModel(
+            transformers.ResNetConfig(
+                num_channels=3, embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic"
+            )
+        ),
+        lambda: transformers.ConvNextImageProcessor(**CNN_PROCESSOR),
+        2,
+        16,
+        0,
+    ),  # 8x8, 8x8, 4x4
+    "convnext": (
+        lambda: transformers.ConvNextModel(
+            transformers.ConvNextConfig(num_channels=3, hidden_sizes=[8, 16], depths=[1, 1], num_stages=2)
+        ),
+        lambda: transformers.ConvNextImageProcessor(**CNN_PROCESSOR),
+        2,
+        16,
+        0,
+    ),  # 8x8, 8x8, 4x4
+    "efficientnet": (
+        lambda: transformers.EfficientNetModel(
+            transformers.EfficientNetConfig(
+                image_size=64, width_coefficient=0.25, depth_coefficient=0.5, hidden_dim=320
+            )
+        ),
+        lambda: transformers.EfficientNetImageProcessor(size={"height": 64, "width": 64}),
+        10,
+        4,
+        0,
+    ),  # 32x32 .. 2x2
+    "segformer": (
+        lambda: transformers.SegformerModel(
+            transformers.SegformerConfig(
+                num_encoder_blocks=2,
+                depths=[1, 1],
+                sr_ratios=[2, 1],
+                hidden_sizes=[8, 16],
+                strides=[4, 2],
+                mlp_ratios=[2, 2],
+                **PER_STAGE,
+            )
+        ),
+        lambda: transformers.SegformerImageProcessor(size={"height": 32, "width": 32}),
+        1,
+        16,
+        0,
+    ),  # 8x8, 4x4
+    "cvt": (
+        lambda: transformers.CvtModel(
+            transformers.CvtConfig(  # depth[1] > 1: CvtStage indexes its drop-path
+                embed_dim=[8, 16],
+                num_heads=[1, 2],
+                depth=[1, 2],
+                patch_sizes=[7, 3],
+                patch_stride=[4, 2],  # rates by stage
+                patch_padding=[2, 1],
+                mlp_ratio=[2.0, 2.0],
+                attention_drop_rate=[0.0, 0.0],
+                drop_rate=[0.0, 0.0],
+                drop_path_rate=[0.0, 0.0],
+                qkv_bias=[True, True],
+                cls_token=[False, True],
+                qkv_projection_method=["dw_bn"] * 2,
+                kernel_qkv=[3, 3],
+                padding_kv=[1, 1],
+                stride_kv=[2, 2],
+                padding_q=[1, 1],
+                stride_q=[1, 1],
+            )
+        ),
+        lambda: transformers.ConvNextImageProcessor(**CNN_PROCESSOR),
+        1,
+        16,
+        0,
+    ),  # 8x8, 4x4 (+ [CLS] kept apart)
 }
 
 
@@ -211,8 +297,11 @@ def image_pixels(processor, images: list[bytes]) -> torch.Tensor:
 def batch_norm_inputs(model, pixels) -> dict:
     """Each batch norm's input over `pixels` in an eval-mode pass, in the order the norms run."""
     inputs = {}
-    hooks = [norm.register_forward_pre_hook(lambda module, args: inputs.setdefault(module, args[0]))
-             for norm in model.modules() if isinstance(norm, torch.nn.BatchNorm2d)]
+    hooks = [
+        norm.register_forward_pre_hook(lambda module, args: inputs.setdefault(module, args[0]))
+        for norm in model.modules()
+        if isinstance(norm, torch.nn.BatchNorm2d)
+    ]
     with torch.no_grad():
         model.eval()(pixel_values=pixels)
     for hook in hooks:
@@ -257,13 +346,15 @@ def models_measured(monkeypatch) -> list:
     from shape_of_learning.extraction import hidden_states
 
     measured, forward = [], hidden_states._forward
-    monkeypatch.setattr(hidden_states, "_forward", lambda model, inputs: measured.append(model) or forward(model,
-                                                                                                          inputs))
+    monkeypatch.setattr(
+        hidden_states, "_forward", lambda model, inputs: measured.append(model) or forward(model, inputs)
+    )
     return measured
 
 
 def test_a_random_resnet_s_batch_norms_are_estimated_on_its_images_and_its_floor_computed_independently(
-        digits, tmp_path, monkeypatch):
+    digits, tmp_path, monkeypatch
+):
     """At initialisation every batch norm holds mean 0 and variance 1, the identity in eval mode. Extraction estimates
     them on the images it measures (24, in three batches of 8): each batch norm's output over those images then has
     per-channel mean 0 and variance 1, and the stored floor is the network's with its inputs' statistics, computed
@@ -279,7 +370,10 @@ def test_a_random_resnet_s_batch_norms_are_estimated_on_its_images_and_its_floor
     manifest = run(entry, images, 24 * k, tmp_path / "out")
     inputs = batch_norm_inputs(measured[0], pixels)
     assert (manifest["batch_norm_layers"], manifest["batch_norm_estimated"], manifest["batch_norm_items"]) == (
-        len(inputs), len(inputs), 24) and len(inputs) == 6
+        len(inputs),
+        len(inputs),
+        24,
+    ) and len(inputs) == 6
     for norm, states in inputs.items():
         shape = (1, -1, 1, 1)
         normalised = (states - norm.running_mean.view(shape)) / torch.sqrt(norm.running_var.view(shape) + norm.eps)
@@ -295,8 +389,14 @@ def test_a_random_resnet_s_batch_norms_are_estimated_on_its_images_and_its_floor
 
 
 def godey_settings(batch_size: int) -> dict:
-    return {"names": ["avg_cosine", "avg_cosine_centred"], "batch_size": batch_size, "batches": 2, "seed": 0,
-            "device": "cpu", "settings": {}}
+    return {
+        "names": ["avg_cosine", "avg_cosine_centred"],
+        "batch_size": batch_size,
+        "batches": 2,
+        "seed": 0,
+        "device": "cpu",
+        "settings": {},
+    }
 
 
 def measure(out_dir, manifest: dict, layers: int, settings: dict, tables_dir) -> pd.DataFrame:
@@ -307,8 +407,9 @@ def measure(out_dir, manifest: dict, layers: int, settings: dict, tables_dir) ->
     files = []
     for layer in range(layers + 1):
         files.append(tables_dir / f"{manifest['checkpoint']}_{layer}.parquet")
-        measure_layer(out_dir / f"layer_{layer}.parquet", manifest, layer=layer, kind="cnn",
-                      settings=settings).to_parquet(files[-1])
+        measure_layer(
+            out_dir / f"layer_{layer}.parquet", manifest, layer=layer, kind="cnn", settings=settings
+        ).to_parquet(files[-1])
     return model_tables(files)[1]
 
 
@@ -316,9 +417,14 @@ def draw_godey(summary: pd.DataFrame, tmp_path):
     from shape_of_learning.figures.kinds import FIGURE_KINDS
 
     return FIGURE_KINDS["profile_by_modality"].draw(
-        summary, out_png=tmp_path / "godey.png", out_pdf=tmp_path / "godey.pdf", metrics=["avg_cosine",
-        "avg_cosine_centred"], groups={"tiny": {"modality": "image", "group": "CNN"}}, random_init_seed=0,
-        flagged="omit")
+        summary,
+        out_png=tmp_path / "godey.png",
+        out_pdf=tmp_path / "godey.pdf",
+        metrics=["avg_cosine", "avg_cosine_centred"],
+        groups={"tiny": {"modality": "image", "group": "CNN"}},
+        random_init_seed=0,
+        flagged="omit",
+    )
 
 
 def test_a_random_efficientnet_runs_through_extraction_metrics_and_the_godey_figure(digits, tmp_path):
@@ -341,7 +447,9 @@ def test_a_random_efficientnet_runs_through_extraction_metrics_and_the_godey_fig
     assert manifest["float32_layers"] == list(range(1, layers + 1))  # the stem's output is float16's size
     with torch.random.fork_rng():
         torch.manual_seed(0)
-        reference = transformers.AutoModel.from_config(model.config)  # the baseline's weights, as extraction builds them
+        reference = transformers.AutoModel.from_config(
+            model.config
+        )  # the baseline's weights, as extraction builds them
     pixels = image_pixels(processor, images)
     with torch.no_grad():
         hidden = batch_statistics(reference, pixels)(pixel_values=pixels, output_hidden_states=True).hidden_states
@@ -359,7 +467,8 @@ def test_a_random_efficientnet_runs_through_extraction_metrics_and_the_godey_fig
 
 
 def test_a_layer_of_identical_vectors_is_marked_degenerate_left_out_of_the_figure_and_skipped_by_the_claims(
-        digits, tmp_path):
+    digits, tmp_path
+):
     """A ResNet whose first stage ends, on both its paths, in a batch norm of scale 0 outputs zeros from that stage on:
     those layers are measured as nothing (NaN), marked `degenerate` in the tables, named in the figure's footnote and
     skipped by the claims. Nothing stops."""
@@ -367,8 +476,11 @@ def test_a_layer_of_identical_vectors_is_marked_degenerate_left_out_of_the_figur
     from shape_of_learning.metrics.layer import degenerate
 
     torch.manual_seed(0)
-    model = transformers.ResNetModel(transformers.ResNetConfig(num_channels=3, embedding_size=8, hidden_sizes=[16, 32],
-                                                               depths=[1, 1], layer_type="basic"))
+    model = transformers.ResNetModel(
+        transformers.ResNetConfig(
+            num_channels=3, embedding_size=8, hidden_sizes=[16, 32], depths=[1, 1], layer_type="basic"
+        )
+    )
     block, layers = model.encoder.stages[0].layers[0], 2
     with torch.no_grad():  # 8 to 16 channels: the shortcut is a convolution and a batch norm too
         block.shortcut.normalization.weight.zero_()
@@ -398,9 +510,13 @@ def test_every_image_model_keeps_the_same_positions_per_image(digits, tmp_path):
     fewest would be 64 and 16); where a layer has more, the 4 are drawn with a seed per image. A model with fewer
     positions than asked for is refused, naming the layer and the setting."""
     images, manifests = digits["data"].tolist(), {}
-    vit = (lambda: transformers.ViTModel(transformers.ViTConfig(image_size=32, patch_size=4, num_hidden_layers=2,
-                                                                **TINY)),
-           lambda: transformers.ViTImageProcessor(size={"height": 32, "width": 32}), 2, 64, 1)
+    vit = (
+        lambda: transformers.ViTModel(transformers.ViTConfig(image_size=32, patch_size=4, num_hidden_layers=2, **TINY)),
+        lambda: transformers.ViTImageProcessor(size={"height": 32, "width": 32}),
+        2,
+        64,
+        1,
+    )
     for family, (build, processor, layers, _, special) in {"vit": vit, "resnet": IMAGE_FAMILIES["resnet"]}.items():
         torch.manual_seed(0)
         model, processor = published_statistics(build()), processor()
@@ -411,8 +527,11 @@ def test_every_image_model_keeps_the_same_positions_per_image(digits, tmp_path):
     assert [(m["positions_per_item"], m["items_used"]) for m in manifests.values()] == [(4, 9), (4, 9)]
     patches = stored(tmp_path / "vit" / "out", 2)[1].groupby("window")["position"].apply(tuple)
     assert patches.nunique() > 1  # drawn per image, not one fixed set
-    with pytest.raises(ValueError, match=r"layer 2 has 16 positions per image, fewer than "
-                                         r"extraction.positions_per_image = 17.*at most 16"):
+    with pytest.raises(
+        ValueError,
+        match=r"layer 2 has 16 positions per image, fewer than "
+        r"extraction.positions_per_image = 17.*at most 16",
+    ):
         run(entry, images, 34, tmp_path / "more", positions_per_image=17)
 
 
@@ -421,8 +540,11 @@ def test_the_old_figure_kind_is_refused_naming_the_new_one_and_positions_rerun_i
 
     demo = load_config(Path(__file__).resolve().parents[1] / "presets/demo.yaml")
     old = {**demo, "figures": {**demo["figures"], "by_modality": demo["figures"]["profile_by_modality"]}}
-    with pytest.raises(ConfigError, match=r"^config\.figures\.by_modality: renamed `profile_by_modality`; rename "
-                                          r"`by_modality:` to `profile_by_modality:` in the config file$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^config\.figures\.by_modality: renamed `profile_by_modality`; rename "
+        r"`by_modality:` to `profile_by_modality:` in the config file$",
+    ):
         validate_config(old)
     assert demo["extraction"]["positions_per_image"] == 4
     assert extraction_settings(demo["extraction"], "image")["positions_per_image"] == 4
@@ -434,20 +556,38 @@ def test_audio_frames_are_a_solo_pass_s_and_padding_is_not_kept(family, tmp_path
     """A clip's vectors are those of a pass on it alone, whatever its batch mates: base models (group norm, no
     attention mask) run clip by clip, masked ones (layer norm) batch with their mask, Whisper pads each clip to 30 s."""
     clips = [wav(0.5), wav(1.0, frequency=220), wav(0.3)]
-    speech = dict(num_hidden_layers=2, conv_dim=(16, 16), conv_stride=(5, 4), conv_kernel=(10, 8),
-                  num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, **TINY)
+    speech = dict(
+        num_hidden_layers=2,
+        conv_dim=(16, 16),
+        conv_stride=(5, 4),
+        conv_kernel=(10, 8),
+        num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2,
+        **TINY,
+    )
     if family == "whisper":
-        config = transformers.WhisperConfig(encoder_layers=2, decoder_layers=1, d_model=32, encoder_attention_heads=2,
-                                            decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
-                                            num_mel_bins=80, max_source_positions=1500)
+        config = transformers.WhisperConfig(
+            encoder_layers=2,
+            decoder_layers=1,
+            d_model=32,
+            encoder_attention_heads=2,
+            decoder_attention_heads=2,
+            encoder_ffn_dim=64,
+            decoder_ffn_dim=64,
+            num_mel_bins=80,
+            max_source_positions=1500,
+        )
         model, extractor = transformers.WhisperModel(config), transformers.WhisperFeatureExtractor()
     elif family == "hubert":
         model = transformers.HubertModel(transformers.HubertConfig(**speech))
         extractor = transformers.Wav2Vec2FeatureExtractor(return_attention_mask=False)
     else:
         masked = family == "wav2vec2-masked"  # as wav2vec2-large-lv60: trained with a mask, per-frame layer norm
-        model = transformers.Wav2Vec2Model(transformers.Wav2Vec2Config(
-            feat_extract_norm="layer" if masked else "group", do_stable_layer_norm=masked, **speech))
+        model = transformers.Wav2Vec2Model(
+            transformers.Wav2Vec2Config(
+                feat_extract_norm="layer" if masked else "group", do_stable_layer_norm=masked, **speech
+            )
+        )
         extractor = transformers.Wav2Vec2FeatureExtractor(return_attention_mask=masked)
     layers = 2
     entry = save(model, extractor, tmp_path / family, layers, "audio")
@@ -469,8 +609,9 @@ def test_audio_frames_are_a_solo_pass_s_and_padding_is_not_kept(family, tmp_path
             body = model.eval().encoder if family == "whisper" else model.eval()
             solo = body(features[extractor.model_input_names[0]], output_hidden_states=True).hidden_states
         for layer in range(layers + 1):
-            assert_close(stored(tmp_path / "out", layer)[0][ends[clip]:ends[clip + 1]],
-                         solo[layer][0, :frames[clip]].numpy())
+            assert_close(
+                stored(tmp_path / "out", layer)[0][ends[clip] : ends[clip + 1]], solo[layer][0, : frames[clip]].numpy()
+            )
     assert manifest["windows_used"] == manifest["items_used"] == 3 and manifest["positions_per_item"] is None
     with pytest.raises(ValueError, match="3 clips yield"):
         run(entry, clips, sum(frames) + 1, tmp_path / "more")
@@ -481,27 +622,66 @@ def extraction_model(config):
     return random_model(model_class(config, "encoder", "text", head=False)[0], config)
 
 
-SPEECH = dict(num_hidden_layers=2, conv_dim=(16, 16), conv_stride=(5, 4), conv_kernel=(10, 8),
-              num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, **TINY)
+SPEECH = dict(
+    num_hidden_layers=2,
+    conv_dim=(16, 16),
+    conv_stride=(5, 4),
+    conv_kernel=(10, 8),
+    num_conv_pos_embeddings=16,
+    num_conv_pos_embedding_groups=2,
+    **TINY,
+)
 FINAL_NORM_FAMILIES = {  # family: (model, its inputs)
-    "t5": (lambda: extraction_model(transformers.T5Config(d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2,
-                                                          vocab_size=384)),
-           {"input_ids": torch.arange(3, 40)[None]}),
-    "canine": (lambda: extraction_model(transformers.CanineConfig(num_hidden_layers=2, num_hash_buckets=64,
-                                                                  num_hash_functions=2, **TINY)),
-               {"input_ids": torch.arange(60, 124)[None]}),
-    "whisper": (lambda: extraction_model(transformers.WhisperConfig(
-        encoder_layers=2, decoder_layers=1, d_model=32, encoder_attention_heads=2, decoder_attention_heads=2,
-        encoder_ffn_dim=64, decoder_ffn_dim=64, num_mel_bins=8, max_source_positions=16)),
-        {"input_features": torch.randn(1, 8, 32)}),
-    "wav2vec2-base": (lambda: extraction_model(transformers.Wav2Vec2Config(**SPEECH)),
-                      {"input_values": torch.randn(1, 4000)}),
-    "wav2vec2-stable": (lambda: extraction_model(transformers.Wav2Vec2Config(
-        feat_extract_norm="layer", do_stable_layer_norm=True, **SPEECH)), {"input_values": torch.randn(1, 4000)}),
+    "t5": (
+        lambda: extraction_model(
+            transformers.T5Config(d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2, vocab_size=384)
+        ),
+        {"input_ids": torch.arange(3, 40)[None]},
+    ),
+    "canine": (
+        lambda: extraction_model(
+            transformers.CanineConfig(num_hidden_layers=2, num_hash_buckets=64, num_hash_functions=2, **TINY)
+        ),
+        {"input_ids": torch.arange(60, 124)[None]},
+    ),
+    "whisper": (
+        lambda: extraction_model(
+            transformers.WhisperConfig(
+                encoder_layers=2,
+                decoder_layers=1,
+                d_model=32,
+                encoder_attention_heads=2,
+                decoder_attention_heads=2,
+                encoder_ffn_dim=64,
+                decoder_ffn_dim=64,
+                num_mel_bins=8,
+                max_source_positions=16,
+            )
+        ),
+        {"input_features": torch.randn(1, 8, 32)},
+    ),
+    "wav2vec2-base": (
+        lambda: extraction_model(transformers.Wav2Vec2Config(**SPEECH)),
+        {"input_values": torch.randn(1, 4000)},
+    ),
+    "wav2vec2-stable": (
+        lambda: extraction_model(
+            transformers.Wav2Vec2Config(feat_extract_norm="layer", do_stable_layer_norm=True, **SPEECH)
+        ),
+        {"input_values": torch.randn(1, 4000)},
+    ),
     "hubert": (lambda: extraction_model(transformers.HubertConfig(**SPEECH)), {"input_values": torch.randn(1, 4000)}),
-    **{family: (build, {"pixel_values": torch.randn(1, 3, 64 if family == "efficientnet" else 32, 64 if family ==
-                                                     "efficientnet" else 32)})
-       for family, (build, *_) in IMAGE_FAMILIES.items()},
+    **{
+        family: (
+            build,
+            {
+                "pixel_values": torch.randn(
+                    1, 3, 64 if family == "efficientnet" else 32, 64 if family == "efficientnet" else 32
+                )
+            },
+        )
+        for family, (build, *_) in IMAGE_FAMILIES.items()
+    },
 }
 
 
@@ -516,7 +696,8 @@ def test_final_norm_fact_of_each_family_matches_its_forward_pass(family):
     model, outputs = build().eval(), []
     for name, module in model.named_modules():
         is_norm = type(module).__name__.endswith("Norm") or isinstance(
-            module, (torch.nn.LayerNorm, torch.nn.GroupNorm, torch.nn.BatchNorm2d))
+            module, (torch.nn.LayerNorm, torch.nn.GroupNorm, torch.nn.BatchNorm2d)
+        )
         if is_norm and not any(part.isdigit() for part in name.split(".")):
             module.register_forward_hook(lambda module, args, output: outputs.append(output))
     with torch.no_grad():
@@ -554,8 +735,14 @@ def test_canine_layers_hold_k_characters_or_molecules_of_the_same_windows(specia
     """Windows 0, 3, 6, ... are 64 characters with [CLS] and [SEP] (max_length 64), so 16 molecules: [CLS]'s
     (molecule 0), molecule 1 pooling [CLS] with characters 1-3, molecules 2-15; [SEP] (character 63) falls in the
     truncated last convolution output. The others are 40 and 43 characters, 10 molecules: fewer than k, skipped."""
-    config = transformers.CanineConfig(num_hidden_layers=2, downsampling_rate=4, num_hash_buckets=64,
-                                       num_hash_functions=2, local_transformer_stride=16, **TINY)
+    config = transformers.CanineConfig(
+        num_hidden_layers=2,
+        downsampling_rate=4,
+        num_hash_buckets=64,
+        num_hash_functions=2,
+        local_transformer_stride=16,
+        **TINY,
+    )
     model, tokenizer = transformers.CanineModel(config), transformers.CanineTokenizer()
     layers = depth(config)
     assert layers == 2 + 4
@@ -566,7 +753,7 @@ def test_canine_layers_hold_k_characters_or_molecules_of_the_same_windows(specia
     k = len(molecules)
 
     def solo(window):
-        inputs = tokenizer(WINDOWS[window:window + 1], truncation=True, max_length=64, return_tensors="pt")
+        inputs = tokenizer(WINDOWS[window : window + 1], truncation=True, max_length=64, return_tensors="pt")
         with torch.no_grad():
             return model.eval()(**inputs, output_hidden_states=True).hidden_states
 
@@ -590,12 +777,25 @@ def test_digit_trained_image_models_learn_and_are_extracted_like_any_checkpoint(
 
     corpus = tmp_path / "items.parquet"
     write_media(sample_media(media_spec({"sklearn_digits": True, "count": 400, "seed": 0}), "image"), corpus)
-    saved = training.train(arch, corpus, tmp_path / "models", [0, steps], seed=0, num_layers=layers, d_model=32,
-                           num_heads=2, batch_size=32, lr=3e-3, weight_decay=0.0, patch_size=8)
+    saved = training.train(
+        arch,
+        corpus,
+        tmp_path / "models",
+        [0, steps],
+        seed=0,
+        num_layers=layers,
+        d_model=32,
+        num_heads=2,
+        batch_size=32,
+        lr=3e-3,
+        weight_decay=0.0,
+        patch_size=8,
+    )
     losses = [json.loads((path / "training.json").read_text())["loss"] for path in saved]
     assert losses[0] is None and losses[1] < np.log(10) - 0.2  # better than chance (ln 10) after a few seconds
-    entry = validate_model_entry({"path": str(saved[1]), "kind": "encoder", "layers": layers, "modality": "image",
-                                  "batch_size": 16})
+    entry = validate_model_entry(
+        {"path": str(saved[1]), "kind": "encoder", "layers": layers, "modality": "image", "batch_size": 16}
+    )
     manifest = run(entry, read_media(corpus)["data"].tolist(), 64, tmp_path / "out")
     assert manifest["layers"] == layers and manifest["family"] == arch
     assert [len(v) for v in shards(tmp_path / "out", layers)] == [64] * (layers + 1)

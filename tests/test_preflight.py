@@ -37,10 +37,12 @@ def test_each_missing_corpus_is_named_with_where_to_get_it_and_how_to_run_withou
     found = {data.key: data for data in missing_data(paper, plan(paper))}
     assert sorted(found) == ["audio_corpus.local_path", "image_corpus.local_path"]
     image = found["image_corpus.local_path"]
-    assert image.line == (f"image_corpus.local_path: {IMAGENET} does not exist: the image corpus imagenet-val from "
-                          "https://image-net.org/download-images.php. Fix: point image_corpus.local_path at your copy "
-                          "(a folder or a .zip/.tar archive), or leave out the image and audio models: "
-                          "--config modalities=[text]")
+    assert image.line == (
+        f"image_corpus.local_path: {IMAGENET} does not exist: the image corpus imagenet-val from "
+        "https://image-net.org/download-images.php. Fix: point image_corpus.local_path at your copy "
+        "(a folder or a .zip/.tar archive), or leave out the image and audio models: "
+        "--config modalities=[text]"
+    )
     assert image.models == image_models(paper) and "resnet-50" in image.models
 
 
@@ -48,7 +50,8 @@ def test_with_the_clips_there_only_the_images_are_missing_and_the_fix_keeps_the_
     (tmp_path / "data/common_voice_en/clips").mkdir(parents=True)
     [image] = missing_data(paper, plan(paper))
     assert image.key == "image_corpus.local_path" and image.line.endswith(
-        "or leave out the image models: --config modalities=[text,audio]")
+        "or leave out the image models: --config modalities=[text,audio]"
+    )
     without_images = validate_config({**paper, "modalities": ["text", "audio"]})
     assert missing_data(without_images, plan(without_images)) == []  # the fix it names works
 
@@ -62,8 +65,9 @@ def test_a_corpus_already_sampled_needs_its_source_no_more(paper, tmp_path):
 
 
 def test_a_missing_enwik8_copy_names_the_url_to_fall_back_on(paper, tmp_path):
-    config = validate_config({**paper, "corpus": {**paper["corpus"], "local_path": "enwik8.zip"},
-                              "modalities": ["text"]})
+    config = validate_config(
+        {**paper, "corpus": {**paper["corpus"], "local_path": "enwik8.zip"}, "modalities": ["text"]}
+    )
     [corpus] = missing_data(config, plan(config))
     assert corpus.line.startswith("corpus.local_path: enwik8.zip does not exist: the text corpus enwik8. Fix: ")
     assert corpus.line.endswith("or set it to null to download http://mattmahoney.net/dc/enwik8.zip (corpus.url)")
@@ -87,14 +91,17 @@ def test_a_model_s_layers_are_checked_against_its_config_json():
     assert problem.endswith("gives a depth of 6; set `layers: 6`")
 
 
-@pytest.mark.parametrize("values, depth", [
-    ({"model_type": "gpt2", "n_layer": 12}, 12),  # GPT-2 stores its block count as n_layer
-    ({"model_type": "t5", "num_layers": 12, "num_decoder_layers": 12}, 12),
-    ({"model_type": "canine", "num_hidden_layers": 12}, 16),  # the families' own depths (families.depth)
-    ({"model_type": "resnet", "depths": [3, 4, 6, 3]}, 4),
-    ({"model_type": "bert"}, None),  # left to BertConfig's default: not read here
-    ({"model_type": "odd", "n_layer": 4, "num_layers": 6}, None),  # two counts: ambiguous
-])
+@pytest.mark.parametrize(
+    "values, depth",
+    [
+        ({"model_type": "gpt2", "n_layer": 12}, 12),  # GPT-2 stores its block count as n_layer
+        ({"model_type": "t5", "num_layers": 12, "num_decoder_layers": 12}, 12),
+        ({"model_type": "canine", "num_hidden_layers": 12}, 16),  # the families' own depths (families.depth)
+        ({"model_type": "resnet", "depths": [3, 4, 6, 3]}, 4),
+        ({"model_type": "bert"}, None),  # left to BertConfig's default: not read here
+        ({"model_type": "odd", "n_layer": 4, "num_layers": 6}, None),  # two counts: ambiguous
+    ],
+)
 def test_a_config_json_gives_the_depth_extraction_will_find_or_nothing(tmp_path, values, depth):
     file = tmp_path / "config.json"
     file.write_text(json.dumps(values))
@@ -109,8 +116,13 @@ def test_a_hub_model_is_checked_against_the_config_json_in_the_hf_cache(tmp_path
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "cache"))
     add_revision(tmp_path / "cache", "acme/gpt", "main", {"config.json": b'{"model_type": "gpt2", "n_layer": 6}'})
-    config = validate_config({"corpus": {"name": "c", "gensim_sample": True}, "figures": {},
-                              "models": {"gpt": {"hub_id": "acme/gpt", "kind": "decoder", "layers": 12}}})
+    config = validate_config(
+        {
+            "corpus": {"name": "c", "gensim_sample": True},
+            "figures": {},
+            "models": {"gpt": {"hub_id": "acme/gpt", "kind": "decoder", "layers": 12}},
+        }
+    )
     [problem] = layer_problems(plan(config))
     assert problem.endswith("gives a depth of 6; set `layers: 6`")
 
@@ -134,9 +146,11 @@ def test_verify_refuses_a_folder_another_config_wrote(tmp_path, capsys):
     marker.parent.mkdir()
     marker.write_text(json.dumps({"config": "presets/demo.yaml", "since": "2026-01-01T00:00:00+00:00"}))
     assert main(["verify", str(REPO / "config.yaml"), "--directory", str(tmp_path)]) == 1
-    assert capsys.readouterr().err.startswith(f"{tmp_path}/results/ holds the results of presets/demo.yaml, not of "
-                                              "config.yaml: verify it with `python -m shape_of_learning verify "
-                                              "presets/demo.yaml`")
+    assert capsys.readouterr().err.startswith(
+        f"{tmp_path}/results/ holds the results of presets/demo.yaml, not of "
+        "config.yaml: verify it with `python -m shape_of_learning verify "
+        "presets/demo.yaml`"
+    )
     marker.write_text(json.dumps({"config": "config.yaml"}))
     assert main(["verify", str(REPO / "config.yaml"), "--directory", str(tmp_path)]) == 1
     assert capsys.readouterr().out.splitlines()[-1] == "run incomplete"  # its own folder: checked, and incomplete
@@ -158,8 +172,11 @@ def test_without_the_imagenet_archive_a_dry_run_says_so_once_and_a_real_run_refu
     assert real.returncode != 0 and f"image_corpus.local_path: {IMAGENET} does not exist" in real.stderr
     assert not (tmp_path / "results").exists() and not (tmp_path / "logs").exists()  # the marker neither
     # a target that needs no image starts (its first job, enwik8's download, then meets no network)
-    guarded = {**os.environ, "PYTHONPATH": os.pathsep.join([str(GUARD), os.environ.get("PYTHONPATH", "")]),
-               "NETWORK_GUARD_LOG": str(tmp_path / "connections.jsonl")}
+    guarded = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(GUARD), os.environ.get("PYTHONPATH", "")]),
+        "NETWORK_GUARD_LOG": str(tmp_path / "connections.jsonl"),
+    }
     figure3 = snakemake(tmp_path, "figure3", "--cores", "1", "--until", "obtain_corpus", env=guarded)
     assert (tmp_path / "results/.written-by.json").is_file() and (tmp_path / "logs/obtain_corpus.log").is_file()
     assert "the run leaves out profile_by_modality, tables" in figure3.stderr  # said, not refused

@@ -22,8 +22,15 @@ from shape_of_learning.experiment.plan import plan
 from shape_of_learning.rajaee_pilehvar.plan import Pair, seed_model, split_reference
 from shape_of_learning.metrics.isotropy import isotropy_iw, isotropy_iw_notebook, isotropy_iw_sign_draws
 from shape_of_learning.rajaee_pilehvar import CITATION, analysis, datasets, settings
-from shape_of_learning.rajaee_pilehvar.analysis import (CLUSTERED, analyse, hidden_tokens, occurrences,
-                                                        pair_performance, spearman_x100, variants)
+from shape_of_learning.rajaee_pilehvar.analysis import (
+    CLUSTERED,
+    analyse,
+    hidden_tokens,
+    occurrences,
+    pair_performance,
+    spearman_x100,
+    variants,
+)
 from shape_of_learning.rajaee_pilehvar.figures import isotropy_by_layer
 from shape_of_learning.rajaee_pilehvar.finetuning import parameter_groups, sentence_vectors
 from shape_of_learning.rajaee_pilehvar.tables import comparison, document, paper_values, render, spearman_se_x100
@@ -120,8 +127,7 @@ def test_both_signs_never_give_more_isotropy_than_one_sign(cloud):
 
 def notebook_isotropy(representations):
     """`isotropy` of Rajaee & Pilehvar's notebook (src/Clusterbased_isotropy_enhancement.ipynb), as published."""
-    eig_values, eig_vectors = np.linalg.eig(np.matmul(np.transpose(representations),
-                                                      representations))
+    eig_values, eig_vectors = np.linalg.eig(np.matmul(np.transpose(representations), representations))
     max_f = -math.inf
     min_f = math.inf
 
@@ -198,11 +204,17 @@ def sts_lines(*rows):
 
 def test_sts_reader_reads_pairs_and_rejects_a_malformed_line_with_its_number(tmp_path):
     path = tmp_path / "sts-dev.csv"
-    path.write_text("\n".join(sts_lines((5.0, "A plane takes off.", "An air plane takes off."),
-                                        (0.5, "A man plays.", "A dog runs."))) + "\textra source\n")
+    path.write_text(
+        "\n".join(
+            sts_lines((5.0, "A plane takes off.", "An air plane takes off."), (0.5, "A man plays.", "A dog runs."))
+        )
+        + "\textra source\n"
+    )
     assert datasets.read_sts(path).to_dict("list") == {
-        "text1": ["A plane takes off.", "A man plays."], "text2": ["An air plane takes off.", "A dog runs."],
-        "score": [5.0, 0.5]}
+        "text1": ["A plane takes off.", "A man plays."],
+        "text2": ["An air plane takes off.", "A dog runs."],
+        "score": [5.0, 0.5],
+    }
     path.write_text("\n".join([*sts_lines((5.0, "a", "b")), "main-captions\tMSRvid\t2012test\t0002\t4.0\tonly one"]))
     with pytest.raises(ValueError, match=r"sts-dev.csv:2: expected >= 7 tab-separated fields"):
         datasets.read_sts(path)
@@ -248,13 +260,22 @@ def sts_archive(path, dev_rows):
 def test_sts_archive_digest_is_recorded_in_a_lock_and_checked_by_later_runs(tmp_path):
     archive = tmp_path / "Stsbenchmark.tar.gz"
     sts_archive(archive, [(1.0, "x", "y")])
-    spec = {"format": "sts", "url": None, "local_path": str(archive), "sha256": None, "gensim": False,
-            "splits": {"train": "stsbenchmark/sts-train.csv", "dev": "stsbenchmark/sts-dev.csv"}}
+    spec = {
+        "format": "sts",
+        "url": None,
+        "local_path": str(archive),
+        "sha256": None,
+        "gensim": False,
+        "splits": {"train": "stsbenchmark/sts-train.csv", "dev": "stsbenchmark/sts-dev.csv"},
+    }
     lock = tmp_path / "lock" / "dataset-stsb.json"
     tar = datasets.obtain_archive("stsb", spec, tmp_path / "work", lock)
     assert json.loads(lock.read_text())["sha256"] == datasets._digests(tar)["sha256"]
-    assert datasets.read_split("stsb", spec, "dev", tar).to_dict("list") == {"text1": ["x"], "text2": ["y"],
-                                                                             "score": [1.0]}
+    assert datasets.read_split("stsb", spec, "dev", tar).to_dict("list") == {
+        "text1": ["x"],
+        "text2": ["y"],
+        "score": [1.0],
+    }
     sts_archive(archive, [(2.0, "x", "z")])  # the archive changed since the lock was written
     tar.unlink()
     with pytest.raises(ChecksumError, match="sha256: expected"):
@@ -274,8 +295,16 @@ def tiny_encoder(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tiny-bert")
     tokenizer = AutoTokenizer.from_pretrained(checkpoints("minilm", {"package": MINILM})[0].location)
     torch.manual_seed(0)
-    BertModel(BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                         intermediate_size=64, max_position_embeddings=64)).save_pretrained(folder)
+    BertModel(
+        BertConfig(
+            vocab_size=tokenizer.vocab_size,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=64,
+        )
+    ).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     entry = validate_model_entry({"path": str(folder), "kind": "encoder", "layers": 2, "max_length": 32})
     (checkpoint,) = checkpoints("tiny", entry)
@@ -283,8 +312,13 @@ def tiny_encoder(tmp_path_factory):
 
 
 # "cat" and "truck" occur twice; the snowman is out of BERT's vocabulary: [UNK]
-WORDS = pd.DataFrame({"text1": ["cat", "car", "sun", "cat"], "text2": ["dog", "truck", "moon \u2603", "truck"],
-                      "score": [9.0, 8.0, 1.0, 2.0]})
+WORDS = pd.DataFrame(
+    {
+        "text1": ["cat", "car", "sun", "cat"],
+        "text2": ["dog", "truck", "moon \u2603", "truck"],
+        "score": [9.0, 8.0, 1.0, 2.0],
+    }
+)
 SMALL = dict(clusters=2, directions=2, least=(4, 28), figure_tokens=10, device="cpu")
 WORDS40 = datasets.read_word_pairs(datasets.gensim_test_file("simlex999.txt")).iloc[:40]  # 54 distinct words
 
@@ -317,8 +351,9 @@ def test_fine_tuning_pools_each_text_as_the_evaluation_does(tiny_encoder):
 def test_the_analysis_runs_the_forward_pass_in_the_configured_dtype_and_records_it(tiny_encoder, monkeypatch):
     checkpoint, entry, pin = tiny_encoder
     reached, extract = [], analysis.extract
-    monkeypatch.setattr(analysis, "extract", lambda *args, **kwargs: reached.append(kwargs["dtype"]) or
-                        extract(*args, **kwargs))
+    monkeypatch.setattr(
+        analysis, "extract", lambda *args, **kwargs: reached.append(kwargs["dtype"]) or extract(*args, **kwargs)
+    )
     table, layers, _ = analyse(checkpoint, entry, pin, WORDS, dtype="bfloat16", **SMALL)
     assert reached == ["bfloat16"] and set(table["dtype"]) == set(layers["dtype"]) == {"bfloat16"}
     table, _, _ = analyse(checkpoint, {**entry, "dtype": "float32"}, pin, WORDS, dtype="bfloat16", **SMALL)
@@ -358,8 +393,17 @@ def test_parameter_groups_exempt_biases_and_layer_norm_weights_from_weight_decay
     assert len(decayed["params"]) + len(exempt["params"]) == len(names)
 
 
-def sentence_transformers_losses(location: str, pairs: pd.DataFrame, *, scale: float, batch_size: int,
-                                 learning_rate: float, epochs: int, seed: int, max_length: int):
+def sentence_transformers_losses(
+    location: str,
+    pairs: pd.DataFrame,
+    *,
+    scale: float,
+    batch_size: int,
+    learning_rate: float,
+    epochs: int,
+    seed: int,
+    max_length: int,
+):
     """Fine-tune with sentence-transformers' own fit loop (`old_fit`, Sentence-BERT's loop before v3), given the
     notebook's pooling: the mean over the positions between the first and the last attended one, written here
     independently of the pipeline's. Returns the loss of every step and the trained encoder."""
@@ -376,23 +420,34 @@ def sentence_transformers_losses(location: str, pairs: pd.DataFrame, *, scale: f
             features["sentence_embedding"] = (features["token_embeddings"] * weights).sum(1) / weights.sum(1)
             return features
 
-    encoder = SentenceTransformer(modules=[Transformer(location, max_seq_length=max_length), PoolBetweenFirstAndLast()],
-                                  device="cpu")
+    encoder = SentenceTransformer(
+        modules=[Transformer(location, max_seq_length=max_length), PoolBetweenFirstAndLast()], device="cpu"
+    )
     examples = [InputExample(texts=[a, b], label=score / scale) for a, b, score in pairs.itertuples(index=False)]
-    batches = torch.utils.data.DataLoader(examples, batch_size=batch_size, shuffle=True,
-                                          generator=torch.Generator().manual_seed(seed))
+    batches = torch.utils.data.DataLoader(
+        examples, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed)
+    )
     loss, losses = CosineSimilarityLoss(encoder), []
     forward = loss.forward
     loss.forward = lambda *args, **kwargs: losses.append(forward(*args, **kwargs)) or losses[-1]
     torch.manual_seed(seed)
-    encoder.old_fit(train_objectives=[(batches, loss)], epochs=epochs, optimizer_params={"lr": learning_rate},
-                    warmup_steps=math.ceil(0.1 * epochs * len(batches)), show_progress_bar=False)
+    encoder.old_fit(
+        train_objectives=[(batches, loss)],
+        epochs=epochs,
+        optimizer_params={"lr": learning_rate},
+        warmup_steps=math.ceil(0.1 * epochs * len(batches)),
+        show_progress_bar=False,
+    )
     return [value.item() for value in losses], encoder[0].auto_model
 
 
-PAIRS = pd.DataFrame({"text1": ["cat", "car", "sun", "old", "big", "happy", "fast"],
-                      "text2": ["dog", "truck", "moon", "new", "large", "sad", "quick"],
-                      "score": [9.0, 8.0, 1.0, 0.5, 10.0, 0.0, 9.5]})
+PAIRS = pd.DataFrame(
+    {
+        "text1": ["cat", "car", "sun", "old", "big", "happy", "fast"],
+        "text2": ["dog", "truck", "moon", "new", "large", "sad", "quick"],
+        "score": [9.0, 8.0, 1.0, 0.5, 10.0, 0.0, 9.5],
+    }
+)
 
 
 @pytest.mark.slow  # trains a model: left out of `make check`
@@ -427,11 +482,24 @@ def test_fine_tuning_a_few_steps_lowers_the_training_loss(tmp_path):
     from shape_of_learning.models.checkpoints import checkpoints
 
     location = checkpoints("minilm", {"package": MINILM})[0].location
-    pairs = pd.DataFrame({"text1": ["cat", "car", "sun", "old", "big", "happy"],
-                          "text2": ["dog", "truck", "moon", "new", "large", "sad"],
-                          "score": [9.0, 8.0, 1.0, 0.5, 10.0, 0.0]})
-    record = finetune(location, pairs, tmp_path / "tuned", scale=10, batch_size=6, learning_rate=1e-4, epochs=5,
-                      warmup_fraction=0, device="cpu")
+    pairs = pd.DataFrame(
+        {
+            "text1": ["cat", "car", "sun", "old", "big", "happy"],
+            "text2": ["dog", "truck", "moon", "new", "large", "sad"],
+            "score": [9.0, 8.0, 1.0, 0.5, 10.0, 0.0],
+        }
+    )
+    record = finetune(
+        location,
+        pairs,
+        tmp_path / "tuned",
+        scale=10,
+        batch_size=6,
+        learning_rate=1e-4,
+        epochs=5,
+        warmup_fraction=0,
+        device="cpu",
+    )
     assert record["steps"] == 5
     assert record["losses"][-1] < 0.7 * record["losses"][0]
     assert AutoModel.from_pretrained(tmp_path / "tuned").config.num_hidden_layers == 6
@@ -452,18 +520,37 @@ def test_the_paper_values_hold_every_cell_of_tables_1_and_2():
 def analysis_rows(performance_by_seed: dict, pairs: int = 5, **row) -> pd.DataFrame:
     """Settings tables of analysis jobs as the tabulation reads them: every variant per seed, one performance per
     seed, the job's row labels."""
-    rows = [dict(variant, seed=seed, performance=performance, isotropy=0.1, isotropy_notebook=0.2,
-                 isotropy_u_only_min=0.15, isotropy_u_only_max=0.3, layer=12, tokens=100, texts=10, pairs=pairs,
-                 dropped_pairs=1, dtype="float32")
-            for seed, performance in performance_by_seed.items() for variant in variants(12, [100, 700])]
+    rows = [
+        dict(
+            variant,
+            seed=seed,
+            performance=performance,
+            isotropy=0.1,
+            isotropy_notebook=0.2,
+            isotropy_u_only_min=0.15,
+            isotropy_u_only_max=0.3,
+            layer=12,
+            tokens=100,
+            texts=10,
+            pairs=pairs,
+            dropped_pairs=1,
+            dtype="float32",
+        )
+        for seed, performance in performance_by_seed.items()
+        for variant in variants(12, [100, 700])
+    ]
     return pd.DataFrame(rows).assign(**row)
 
 
 def bert_pair(removed=(100, 700)) -> pd.DataFrame:
     row = dict(pair="bert -> bert-stsb", dataset="stsb/dev", paper_model="BERT")
-    results = pd.concat([analysis_rows({0: 50.0, 1: 50.0}, model="bert", state="pre-trained", **row),
-                         analysis_rows({0: 50.0}, model="bert-stsb", state="fine-tuned", **row),
-                         analysis_rows({1: 60.0}, model="bert-stsb", state="fine-tuned", **row)])
+    results = pd.concat(
+        [
+            analysis_rows({0: 50.0, 1: 50.0}, model="bert", state="pre-trained", **row),
+            analysis_rows({0: 50.0}, model="bert-stsb", state="fine-tuned", **row),
+            analysis_rows({1: 60.0}, model="bert-stsb", state="fine-tuned", **row),
+        ]
+    )
     return results.assign(removed=results["removed"].replace(dict(zip((100, 700), removed))))
 
 
@@ -483,7 +570,7 @@ def test_tables_put_the_papers_values_beside_ours():
 def test_tables_give_the_mean_and_std_over_seeds():
     table = comparison(bert_pair())[1].set_index(["state", "setting"])
     tuned = table.loc[("fine-tuned", "baseline")]
-    assert (tuned["performance"], tuned["performance_std"], tuned["seeds"]) == (55.0, pytest.approx(50 ** 0.5), 2)
+    assert (tuned["performance"], tuned["performance_std"], tuned["seeds"]) == (55.0, pytest.approx(50**0.5), 2)
     assert tuned["model"] == "bert-stsb"  # the `finetune:` entry, its seeds' runs averaged
     pretrained = table.loc[("pre-trained", "baseline")]
     assert (pretrained["performance"], pretrained["performance_std"], pretrained["seeds"]) == (50.0, 0.0, 2)
@@ -491,8 +578,14 @@ def test_tables_give_the_mean_and_std_over_seeds():
 
 
 def test_a_row_without_a_paper_model_is_tabulated_without_paper_values():
-    alone = analysis_rows({0: 70.0, 1: 72.0}, pair="minilm", dataset="stsb/dev", model="minilm",
-                          state="already sentence-tuned", paper_model=None)
+    alone = analysis_rows(
+        {0: 70.0, 1: 72.0},
+        pair="minilm",
+        dataset="stsb/dev",
+        model="minilm",
+        state="already sentence-tuned",
+        paper_model=None,
+    )
     tables = comparison(pd.concat([bert_pair(), alone]))
     minilm = tables[1][tables[1]["model"] == "minilm"]
     assert len(minilm) == 5 and minilm["paper_performance"].isna().all() and (minilm["performance"] == 71.0).all()
@@ -502,11 +595,21 @@ def test_a_row_without_a_paper_model_is_tabulated_without_paper_values():
 def test_every_pair_without_a_paper_row_runs_to_tables_1_and_2():
     """paper: null on every pair (and a model measured alone): no paper column to merge on, none to show."""
     unpaired = dict(pair="enc -> enc-tuned", dataset="lee/all", paper_model=None)
-    results = pd.concat([analysis_rows({0: 50.0, 1: 50.0}, model="enc", state="pre-trained", **unpaired),
-                         analysis_rows({0: 60.0}, model="enc-tuned", state="fine-tuned", **unpaired),
-                         analysis_rows({1: 62.0}, model="enc-tuned", state="fine-tuned", **unpaired),
-                         analysis_rows({0: 70.0, 1: 72.0}, pair="minilm", dataset="lee/all", model="minilm",
-                                       state="already sentence-tuned", paper_model=None)])
+    results = pd.concat(
+        [
+            analysis_rows({0: 50.0, 1: 50.0}, model="enc", state="pre-trained", **unpaired),
+            analysis_rows({0: 60.0}, model="enc-tuned", state="fine-tuned", **unpaired),
+            analysis_rows({1: 62.0}, model="enc-tuned", state="fine-tuned", **unpaired),
+            analysis_rows(
+                {0: 70.0, 1: 72.0},
+                pair="minilm",
+                dataset="lee/all",
+                model="minilm",
+                state="already sentence-tuned",
+                paper_model=None,
+            ),
+        ]
+    )
     tables = comparison(results)
     assert (len(tables[1]), len(tables[2])) == (15, 15) and tables[1]["paper_performance"].isna().all()
     assert tables[1].loc[tables[1]["state"] == "fine-tuned", "performance"].tolist() == [61.0] * 5
@@ -523,8 +626,12 @@ def test_the_standard_error_of_a_spearman_correlation_is_fieller_hartley_and_pea
 def test_a_fine_tuned_model_learned_its_task_when_it_tops_the_pre_trained_model_by_two_standard_errors(tuned, learned):
     """344 held-out pairs: standard errors 5.57 (0.0) and 5.35 (20.0); twice that of the difference is 15.45."""
     row = dict(pair="p", dataset="d/s", paper_model=None)
-    results = pd.concat([analysis_rows({0: 0.0}, pairs=344, model="bert", state="pre-trained", **row),
-                         analysis_rows({0: tuned}, pairs=344, model="bert-tuned", state="fine-tuned", **row)])
+    results = pd.concat(
+        [
+            analysis_rows({0: 0.0}, pairs=344, model="bert", state="pre-trained", **row),
+            analysis_rows({0: tuned}, pairs=344, model="bert-tuned", state="fine-tuned", **row),
+        ]
+    )
     for table in comparison(results).values():
         assert table["learned"].tolist() == [None] * (len(table) // 2) + [learned] * (len(table) // 2)
     shown = re.findall(r"<tr>.*?</tr>", render(comparison(results)[1], "Table 1"), flags=re.DOTALL)[0]
@@ -536,16 +643,31 @@ def test_the_report_tables_read_like_the_papers_settings_as_rows_ours_beside_the
     models, header, *rows = re.findall(r"<tr>.*?</tr>", table, flags=re.DOTALL)
     # 5 pairs: a standard error of 51 points; 5 points up is no learning
     assert re.findall(r">([^<>]+)</th>", models) == ["bert (pre-trained)", "bert-stsb (fine-tuned, not learned)"]
-    assert re.findall(r"<th>([^<]*)</th>", header) == ["", *["Perf.", "Perf. (paper)", "I(W)", "I(W), notebook",
-                                                             "I(W), one sign", "I(W) (paper)"] * 2]
+    assert re.findall(r"<th>([^<]*)</th>", header) == [
+        "",
+        *["Perf.", "Perf. (paper)", "I(W)", "I(W), notebook", "I(W), one sign", "I(W) (paper)"] * 2,
+    ]
     assert [re.search(r"<th>([^<]*)</th>", row).group(1) for row in rows] == [
-        "Baseline", "Zero-mean", "Clustering+ZM", "Global, top 12 removed", "Cluster-based, top 12 removed"]
-    assert re.findall(r"<td>([^<]*)</td>", rows[0])[6:] == ["55.00 ± 7.07 (SE 50.8)", "84.41", "0.1 ± 0", "0.2 ± 0",
-                                                            "0.15 to 0.3", "0.0041"]
+        "Baseline",
+        "Zero-mean",
+        "Clustering+ZM",
+        "Global, top 12 removed",
+        "Cluster-based, top 12 removed",
+    ]
+    assert re.findall(r"<td>([^<]*)</td>", rows[0])[6:] == [
+        "55.00 ± 7.07 (SE 50.8)",
+        "84.41",
+        "0.1 ± 0",
+        "0.2 ± 0",
+        "0.15 to 0.3",
+        "0.0041",
+    ]
     assert "5 pairs (1 shared with the fine-tuning data left out)" in table
     smaller = render(comparison(bert_pair(removed=(17, 117)))[2], "Table 2")
-    assert re.findall(r"<th>(Global[^<]*)</th>", smaller) == ["Global, least 17 removed (paper: 100)",
-                                                              "Global, least 117 removed (paper: 700)"]
+    assert re.findall(r"<th>(Global[^<]*)</th>", smaller) == [
+        "Global, least 17 removed (paper: 100)",
+        "Global, least 117 removed (paper: 700)",
+    ]
 
 
 def test_every_table_and_figure_cites_the_paper_as_2021(tmp_path):
@@ -554,21 +676,37 @@ def test_every_table_and_figure_cites_the_paper_as_2021(tmp_path):
     figure = isotropy_by_layer(figure_layers(), tmp_path / "f.png", tmp_path / "f.pdf", dataset="stsb/dev")
     assert figure.get_suptitle().startswith(CITATION)
     # and wherever the project names the paper with a year, the year is 2021 (Findings of EMNLP 2021)
-    files = [path for pattern in ("src/**/*.py", "src/**/*.csv", "workflow/**/*", "docs/*.md", "*.md", "*.yaml",
-                                  "presets/*.yaml") for path in REPO.glob(pattern) if path.is_file()]
-    years = {(path.name, year) for path in files
-             for year in re.findall(r"Pilehvar[^.\n]{0,40}?((?:19|20)\d\d)", path.read_text(errors="replace"))}
+    files = [
+        path
+        for pattern in ("src/**/*.py", "src/**/*.csv", "workflow/**/*", "docs/*.md", "*.md", "*.yaml", "presets/*.yaml")
+        for path in REPO.glob(pattern)
+        if path.is_file()
+    ]
+    years = {
+        (path.name, year)
+        for path in files
+        for year in re.findall(r"Pilehvar[^.\n]{0,40}?((?:19|20)\d\d)", path.read_text(errors="replace"))
+    }
     assert years and {year for _, year in years} == {"2021"}, sorted(years)
 
 
 def figure_layers() -> pd.DataFrame:
     """Per-layer I(W) of a pair: the pre-trained model once, the fine-tuned one for two seeds; I(W) exp(-(layer + 1))
     (pre-trained) and exp(-(layer + 2 + seed)) (fine-tuned runs); the [CLS] view of layer 0 degenerate."""
-    rows = [dict(pair="p", state=state, tokens=tokens, layer=layer,
-                 isotropy=math.exp(-(layer + 1 + (state == "fine-tuned") * (1 + seed))),
-                 degenerate=tokens == "cls" and layer == 0)
-            for state, seeds in (("pre-trained", [0]), ("fine-tuned", [0, 1])) for seed in seeds
-            for tokens in ("all", "cls") for layer in range(3)]
+    rows = [
+        dict(
+            pair="p",
+            state=state,
+            tokens=tokens,
+            layer=layer,
+            isotropy=math.exp(-(layer + 1 + (state == "fine-tuned") * (1 + seed))),
+            degenerate=tokens == "cls" and layer == 0,
+        )
+        for state, seeds in (("pre-trained", [0]), ("fine-tuned", [0, 1]))
+        for seed in seeds
+        for tokens in ("all", "cls")
+        for layer in range(3)
+    ]
     return pd.DataFrame(rows)
 
 
@@ -582,9 +720,10 @@ def test_figure_1_draws_the_sign_free_iw_with_a_band_over_seeds_and_leaves_degen
     assert cls.get_xdata().tolist() == [1, 2] and cls.get_ydata().tolist() == pytest.approx([3.5, 4.5])
     bands = [collection.get_paths()[0].vertices[:, 1] for collection in ax.collections if collection.get_paths()]
     assert len(bands) == 2  # the two fine-tuned lines; the pre-trained line, one run, has none
-    spread = 0.5 ** 0.5  # the std of -log I(W) over the two runs, 1 apart
+    spread = 0.5**0.5  # the std of -log I(W) over the two runs, 1 apart
     assert sorted({round(y, 6) for y in bands[0]}) == pytest.approx(
-        sorted(mean + sign * spread for mean in (2.5, 3.5, 4.5) for sign in (-1, 1)))
+        sorted(mean + sign * spread for mean in (2.5, 3.5, 4.5) for sign in (-1, 1))
+    )
     assert [tick for tick in ax.get_xticks() if 0 <= tick <= 2] == [0, 1, 2]  # layers are whole numbers
 
 
@@ -600,14 +739,24 @@ def test_a_finetune_entry_is_one_local_checkpoint_main_that_the_pipeline_writes(
 
     (checkpoint,) = checkpoints("bert-stsb", {"finetune": {"base": "bert", "data": "stsb/train"}})
     assert (checkpoint.name, checkpoint.source, checkpoint.location, checkpoint.step) == (
-        "main", "local", "results/finetuned/bert-stsb", -1)
+        "main",
+        "local",
+        "results/finetuned/bert-stsb",
+        -1,
+    )
     with pytest.raises(ValueError, match="remove `checkpoints`"):
         checkpoints("bert-stsb", {"finetune": {"base": "bert", "data": "d/s"}, "checkpoints": ["main"]})
 
 
 def test_a_dataset_without_a_source_or_with_the_wrong_file_shape_is_rejected_with_the_fix(tmp_path):
-    spec = {"format": "sts", "url": None, "local_path": None, "sha256": None, "gensim": False,
-            "splits": {"dev": "stsbenchmark/sts-dev.csv"}}
+    spec = {
+        "format": "sts",
+        "url": None,
+        "local_path": None,
+        "sha256": None,
+        "gensim": False,
+        "splits": {"dev": "stsbenchmark/sts-dev.csv"},
+    }
     with pytest.raises(ValueError, match=r"set rajaee_pilehvar.datasets.stsb.url or .local_path"):
         datasets.obtain_archive("stsb", spec, tmp_path, tmp_path / "lock.json")
     lee = {"format": "lee", "gensim": True, "splits": {"all": "lee.cor"}}
@@ -628,15 +777,21 @@ def test_each_seed_of_a_finetune_entry_is_a_model_of_the_dag():
     runs = {name: entry["finetune"]["seed"] for name, entry in experiment.models.items() if "finetune" in entry}
     assert runs == {"all-MiniLM-L6-v2-simlex-seed0": 0, "all-MiniLM-L6-v2-simlex-seed1": 1}
     assert [c.location for c in experiment.checkpoints["all-MiniLM-L6-v2-simlex-seed1"]] == [
-        paths.finetuned_model("all-MiniLM-L6-v2-simlex-seed1")]
+        paths.finetuned_model("all-MiniLM-L6-v2-simlex-seed1")
+    ]
     assert {(job.model, job.state): job.seeds for job in experiment.analyses} == {
-        ("all-MiniLM-L6-v2", "pre-trained"): (0, 1), ("all-MiniLM-L6-v2-simlex-seed0", "fine-tuned"): (0,),
-        ("all-MiniLM-L6-v2-simlex-seed1", "fine-tuned"): (1,)}
+        ("all-MiniLM-L6-v2", "pre-trained"): (0, 1),
+        ("all-MiniLM-L6-v2-simlex-seed0", "fine-tuned"): (0,),
+        ("all-MiniLM-L6-v2-simlex-seed1", "fine-tuned"): (1,),
+    }
     assert [job.model for job in experiment.view_analyses] == ["all-MiniLM-L6-v2", "all-MiniLM-L6-v2-simlex-seed0"]
     config = load_config(REPO / "presets/demo.yaml")
     config["models"][seed_model("all-MiniLM-L6-v2-simlex", 1)] = config["models"]["demo-bert"]
-    with pytest.raises(ValueError, match=r"'all-MiniLM-L6-v2-simlex-seed1' .* seed-1 run of `finetune:` entry "
-                                         r"'all-MiniLM-L6-v2-simlex'; rename one"):
+    with pytest.raises(
+        ValueError,
+        match=r"'all-MiniLM-L6-v2-simlex-seed1' .* seed-1 run of `finetune:` entry "
+        r"'all-MiniLM-L6-v2-simlex'; rename one",
+    ):
         plan(config)
 
 
@@ -668,11 +823,15 @@ def test_a_random_split_holds_out_a_seeded_share_of_the_pairs_and_is_checked_whe
     assert parts["test"].equals(datasets.random_split(pairs, 0.3, seed=1)["test"])
     assert not parts["test"].equals(datasets.random_split(pairs, 0.3, seed=2)["test"])
     spec = {"splits": {"all": "x.txt"}, "random_split": {"of": "everything", "test": 0.3, "seed": 0}}
-    with pytest.raises(ValueError, match=r"random_split divides one of its splits \['all'\], named other than "
-                                         r"\['train', 'test'\]; fix rajaee_pilehvar.datasets.d"):
+    with pytest.raises(
+        ValueError,
+        match=r"random_split divides one of its splits \['all'\], named other than "
+        r"\['train', 'test'\]; fix rajaee_pilehvar.datasets.d",
+    ):
         split_reference("d/test", {"d": spec}, "here")
-    assert split_reference("d/test", {"d": {**spec, "random_split": {**spec["random_split"], "of": "all"}}},
-                           "here") == ("d", "test")
+    assert split_reference(
+        "d/test", {"d": {**spec, "random_split": {**spec["random_split"], "of": "all"}}}, "here"
+    ) == ("d", "test")
 
 
 def test_the_paper_config_evaluates_every_sts_b_dev_pair():
@@ -683,14 +842,27 @@ def test_the_paper_config_evaluates_every_sts_b_dev_pair():
     assert plan(config).excluded_training_data == ["stsb/train"]
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda c: c["rajaee_pilehvar"].update(sentence_tuned=["all-MiniLM-L6-v2-simlex"]),
-     r"sentence_tuned names `finetune:` entries \['all-MiniLM-L6-v2-simlex'\].*name them in "
-     r"rajaee_pilehvar.pairs"),
-    (lambda c: c["models"].update({"twice": {**c["models"]["all-MiniLM-L6-v2-simlex"], "finetune": {
-        "base": "all-MiniLM-L6-v2-simlex", "data": "simlex999/train"}}}),
-     r"finetune.base 'all-MiniLM-L6-v2-simlex' is a `finetune:` entry, one model per seed"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            lambda c: c["rajaee_pilehvar"].update(sentence_tuned=["all-MiniLM-L6-v2-simlex"]),
+            r"sentence_tuned names `finetune:` entries \['all-MiniLM-L6-v2-simlex'\].*name them in "
+            r"rajaee_pilehvar.pairs",
+        ),
+        (
+            lambda c: c["models"].update(
+                {
+                    "twice": {
+                        **c["models"]["all-MiniLM-L6-v2-simlex"],
+                        "finetune": {"base": "all-MiniLM-L6-v2-simlex", "data": "simlex999/train"},
+                    }
+                }
+            ),
+            r"finetune.base 'all-MiniLM-L6-v2-simlex' is a `finetune:` entry, one model per seed",
+        ),
+    ],
+)
 def test_a_finetune_entry_is_measured_through_its_pair_and_fine_tunes_a_plain_model(edit, message):
     config = load_config(REPO / "presets/demo.yaml")
     edit(config)
@@ -701,6 +873,9 @@ def test_a_finetune_entry_is_measured_through_its_pair_and_fine_tunes_a_plain_mo
 def test_a_config_with_the_old_finetuning_section_is_refused_naming_the_new_one():
     config = read_config_file(REPO / "presets/demo.yaml")
     config["finetuning"] = config.pop("rajaee_pilehvar")
-    with pytest.raises(ConfigError, match=r"^config\.finetuning: renamed `rajaee_pilehvar`; "
-                                          r"rename `finetuning:` to `rajaee_pilehvar:` in the config file$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^config\.finetuning: renamed `rajaee_pilehvar`; "
+        r"rename `finetuning:` to `rajaee_pilehvar:` in the config file$",
+    ):
         validate_config(config)

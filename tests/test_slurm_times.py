@@ -89,8 +89,13 @@ NODE = """\
 [2026-12-02T08:00:45.000] [103.batch] done with job
 """
 # Benchmarked seconds: 10 and 20 for the trainings (4 s beyond each), 8 + 10 in the group job (4 s beyond).
-BENCHMARKS = {"pin_checkpoint/m/main": 1.0, "train_model/a": 10.0, "train_model/b": 20.0,
-              "extract_hidden_states/m/main": 8.0, "measure_layers/m/main/layer_0-1": 10.0}
+BENCHMARKS = {
+    "pin_checkpoint/m/main": 1.0,
+    "train_model/a": 10.0,
+    "train_model/b": 20.0,
+    "extract_hidden_states/m/main": 8.0,
+    "measure_layers/m/main/layer_0-1": 10.0,
+}
 
 
 @pytest.fixture(scope="module")
@@ -118,12 +123,15 @@ def test_the_split_has_the_known_times(slurm_times, tmp_path):
         path.write_text(f"s\th:m:s\tmax_rss\n{seconds + 99}\t0:01:39\t1\n{seconds}\t0:00:10\t1\n")
     lines = slurm_times.summary(CONTROLLER, NODE, OUTPUT, tmp_path).splitlines()
     # queued 1, 1 and 2 s; ran 14, 24 and 22 s: 60 job-seconds in the 45 s from the first submission to the last end
-    assert lines[0] == ("3 SLURM jobs queued 1 s on average (at most 2 s) and ran 20 s on average; 60 job-seconds in "
-                        "the 45 s from the first submission to the last end: 1.3 jobs running at a time")
+    assert lines[0] == (
+        "3 SLURM jobs queued 1 s on average (at most 2 s) and ran 20 s on average; 60 job-seconds in "
+        "the 45 s from the first submission to the last end: 1.3 jobs running at a time"
+    )
     assert lines[1].startswith("inside them, 4.0 s a job beyond what their rules' benchmark files time")
     assert lines[1].endswith("3 jobs)")
-    assert lines[2].startswith("the batch script's Snakemake took 1.3 s before its job step and 1.0 s after it, on "
-                               "average (at most 1.5 s;")
+    assert lines[2].startswith(
+        "the batch script's Snakemake took 1.3 s before its job step and 1.0 s after it, on average (at most 1.5 s;"
+    )
     assert lines[3].startswith("Snakemake saw a job's end 5 s after the controller logged it, on average (at most 5 s)")
 
 

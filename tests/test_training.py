@@ -135,14 +135,17 @@ def test_a_zero_first_update_saves_step1_byte_identical_to_step0_as_gpt_neox_doe
     assert (plain[0] / "model.safetensors").read_bytes() != (plain[1] / "model.safetensors").read_bytes()
 
 
-@pytest.mark.parametrize("kwargs, error, message", [
-    (dict(arch="gpt2"), ValueError, "unknown arch 'gpt2'"),
-    (dict(layers=4), TypeError, r"unknown hyperparameter\(s\) \['layers'\]; valid ones are \['num_layers'"),
-    (dict(d_model=30, num_heads=4), ValueError, "divisible"),
-    (dict(save_steps=[]), ValueError, "non-empty"),
-    (dict(save_steps=[-1, 5]), ValueError, "integers >= 0"),
-    (dict(batch_size=100_000), ValueError, "too little for a batch"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        (dict(arch="gpt2"), ValueError, "unknown arch 'gpt2'"),
+        (dict(layers=4), TypeError, r"unknown hyperparameter\(s\) \['layers'\]; valid ones are \['num_layers'"),
+        (dict(d_model=30, num_heads=4), ValueError, "divisible"),
+        (dict(save_steps=[]), ValueError, "non-empty"),
+        (dict(save_steps=[-1, 5]), ValueError, "integers >= 0"),
+        (dict(batch_size=100_000), ValueError, "too little for a batch"),
+    ],
+)
 def test_bad_arguments_raise_clear_errors(corpus, tmp_path, kwargs, error, message):
     arguments = dict(arch="bert", corpus=corpus, out_root=tmp_path, save_steps=[1]) | kwargs
     with pytest.raises(error, match=message):

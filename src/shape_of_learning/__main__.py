@@ -48,9 +48,12 @@ def verify(args) -> int:
 
     name = results_root.config_name(args.configfiles, REPO_CONFIG.parent)
     if written := results_root.foreign(args.directory / paths.WRITTEN_BY, name):  # as a run refuses it
-        print(f"{args.directory / paths.RESULTS}/ holds the results of {written['config']}, not of {name}: verify "
-              f"it with `python -m shape_of_learning verify {written['config']}` (and its overlays), or give "
-              f"--directory the working directory of {name}'s run", file=sys.stderr)
+        print(
+            f"{args.directory / paths.RESULTS}/ holds the results of {written['config']}, not of {name}: verify "
+            f"it with `python -m shape_of_learning verify {written['config']}` (and its overlays), or give "
+            f"--directory the working directory of {name}'s run",
+            file=sys.stderr,
+        )
         return 1
     found = problems(config, args.directory)
     for problem in found:
@@ -73,8 +76,17 @@ def _volumes(args):
     from shape_of_learning.experiment.plan import plan
 
     experiment = plan(config)
-    return config, experiment, disk.volumes(experiment.checkpoints, experiment.models, experiment.tokens_per_layer,
-                                            config["extraction"]["store_dtype"], hub=args.hub)
+    return (
+        config,
+        experiment,
+        disk.volumes(
+            experiment.checkpoints,
+            experiment.models,
+            experiment.tokens_per_layer,
+            config["extraction"]["store_dtype"],
+            hub=args.hub,
+        ),
+    )
 
 
 def volume(args) -> int:
@@ -122,9 +134,15 @@ def path(args) -> int:
     _load(*args.configfiles)
     from shape_of_learning import paths
 
-    found = {"RESULTS": paths.RESULTS, "LOGS": paths.LOGS, **{
-        name: value for name, value in vars(paths).items()
-        if name.isupper() and isinstance(value, str) and value.startswith(f"{paths.RESULTS}/")}}
+    found = {
+        "RESULTS": paths.RESULTS,
+        "LOGS": paths.LOGS,
+        **{
+            name: value
+            for name, value in vars(paths).items()
+            if name.isupper() and isinstance(value, str) and value.startswith(f"{paths.RESULTS}/")
+        },
+    }
     if args.name not in found:
         args.parser.error(f"shape_of_learning.paths has no path {args.name!r}; paths: {', '.join(sorted(found))}")
     print(found[args.name])
@@ -132,8 +150,9 @@ def path(args) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m shape_of_learning", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m shape_of_learning", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     command = commands.add_parser("verify", help="check a finished run")
     command.add_argument("configfiles", type=Path, nargs="+", help="the --configfile files of the run, in order")
@@ -142,15 +161,22 @@ def main(argv=None) -> int:
     command = commands.add_parser("disk", help="download and disk volume of a config")
     command.add_argument("configfiles", type=Path, nargs="+", help="config or presets (later ones override)")
     command.add_argument("--directory", type=Path, default=Path("."), help="the run's working directory")
-    command.add_argument("--hub", action="store_true", help="ask the Hub the sizes of unpinned, uncached checkpoints "
-                         "(one model_info each) and fetch config.json where no local copy gives the hidden size")
+    command.add_argument(
+        "--hub",
+        action="store_true",
+        help="ask the Hub the sizes of unpinned, uncached checkpoints "
+        "(one model_info each) and fetch config.json where no local copy gives the hidden size",
+    )
     command.set_defaults(run=volume)
     command = commands.add_parser("cost", help="download, device time and wall time of a config's run, per model")
     command.add_argument("configfiles", type=Path, nargs="+", help="config or presets (later ones override)")
     command.add_argument("--directory", type=Path, default=Path("."), help="the run's working directory")
     command.add_argument("--gpus", type=int, default=None, help="devices for the wall time (default: cost.gpus)")
-    command.add_argument("--hub", action="store_true", help="as for disk: ask the Hub the sizes the model table, "
-                         "locks and the HF cache do not know")
+    command.add_argument(
+        "--hub",
+        action="store_true",
+        help="as for disk: ask the Hub the sizes the model table, locks and the HF cache do not know",
+    )
     command.set_defaults(run=cost, parser=command)
     command = commands.add_parser("refs", help="a Hub model's branches and tags by step")
     command.add_argument("model", nargs="?", help="a model name of the config")

@@ -31,14 +31,22 @@ FIRST_WAIT_S = 2.0  # the wait before the second attempt; each further wait doub
 # Not 501 Not Implemented or 505 HTTP Version Not Supported: the server would answer the same again.
 TRANSIENT_STATUS = frozenset({408, 429, *range(500, 600)} - {501, 505})
 # As huggingface_hub's own back-off: timeouts, dropped connections, a response cut short.
-TRANSIENT_ERRORS = (ConnectionError, TimeoutError, http.client.IncompleteRead, http.client.BadStatusLine,
-                    httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
+TRANSIENT_ERRORS = (
+    ConnectionError,
+    TimeoutError,
+    http.client.IncompleteRead,
+    http.client.BadStatusLine,
+    httpx.TimeoutException,
+    httpx.NetworkError,
+    httpx.RemoteProtocolError,
+)
 
 Result = TypeVar("Result")
 
 
-def retry(call: Callable[[], Result], *, what: str, attempts: int = ATTEMPTS,
-          first_wait_s: float = FIRST_WAIT_S) -> Result:
+def retry(
+    call: Callable[[], Result], *, what: str, attempts: int = ATTEMPTS, first_wait_s: float = FIRST_WAIT_S
+) -> Result:
     """``call()``'s result, calling it up to `attempts` times while it fails transiently (`is_transient`), waiting
     `first_wait_s`, then twice as long before each further attempt, and logging each retry with `what` failed.
 
@@ -53,8 +61,15 @@ def retry(call: Callable[[], Result], *, what: str, attempts: int = ATTEMPTS,
             if not is_transient(error):
                 raise
             wait = first_wait_s * 2 ** (attempt - 1)
-            logger.warning("%s failed (%s: %s); retrying in %.0f s (attempt %d of %d)", what, type(error).__name__,
-                           " ".join(str(error).split()), wait, attempt + 1, attempts)
+            logger.warning(
+                "%s failed (%s: %s); retrying in %.0f s (attempt %d of %d)",
+                what,
+                type(error).__name__,
+                " ".join(str(error).split()),
+                wait,
+                attempt + 1,
+                attempts,
+            )
             sleep(wait)
     return call()
 

@@ -166,12 +166,14 @@ def dataset_lock(name: str = "{dataset}") -> str:
 
 RAJAEE_PILEHVAR_TABLES = [table(f"rajaee_pilehvar_table{number}.csv") for number in (1, 2)]  # Tables 1-2, tidy
 RAJAEE_PILEHVAR_REPORT = table("rajaee_pilehvar_tables.html")  # Tables 1-2 as the paper lays them out
-RAJAEE_PILEHVAR_FIGURES = {number: [figure(f"rajaee_pilehvar_figure{number}", ext) for ext in FIGURE_FORMATS]
-                           for number in (1, 2)}
+RAJAEE_PILEHVAR_FIGURES = {
+    number: [figure(f"rajaee_pilehvar_figure{number}", ext) for ext in FIGURE_FORMATS] for number in (1, 2)
+}
 
 
-def isotropy_settings(dataset: str = "{dataset}", split: str = "{split}", model: str = "{model}",
-                      part: str = "settings") -> str:
+def isotropy_settings(
+    dataset: str = "{dataset}", split: str = "{split}", model: str = "{model}", part: str = "settings"
+) -> str:
     """One analysis job's `part`: settings (its rows of Tables 1-2), layers (I(W) per layer, Figure 1) or view (the
     PCA view of Figure 2)."""
     return f"{RESULTS}/rajaee_pilehvar/{dataset}/{split}/{model}/{part}.parquet"

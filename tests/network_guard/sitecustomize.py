@@ -18,8 +18,17 @@ def _loopback(host) -> bool:
 
 def _record(address, allowed: bool) -> None:
     with open(LOG, "a") as log:
-        log.write(json.dumps({"pid": os.getpid(), "argv": sys.argv, "address": list(address) if
-                              isinstance(address, tuple) else str(address), "allowed": allowed}) + "\n")
+        log.write(
+            json.dumps(
+                {
+                    "pid": os.getpid(),
+                    "argv": sys.argv,
+                    "address": list(address) if isinstance(address, tuple) else str(address),
+                    "allowed": allowed,
+                }
+            )
+            + "\n"
+        )
 
 
 if LOG:

@@ -15,10 +15,17 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-CONTROLLER_EVENTS = {"submit": r"_slurm_rpc_submit_batch_job: JobId=(\d+)", "start": r"sched: Allocate JobId=(\d+) ",
-                     "end": r"_job_complete: JobId=(\d+) done"}
-NODE_EVENTS = {"batch": r"Launching batch job (\d+) ", "step": r"launch task StepId=(\d+)\.0 ",
-               "step_end": r"\[(\d+)\.0\] done with job", "batch_end": r"\[(\d+)\.batch\] done with job"}
+CONTROLLER_EVENTS = {
+    "submit": r"_slurm_rpc_submit_batch_job: JobId=(\d+)",
+    "start": r"sched: Allocate JobId=(\d+) ",
+    "end": r"_job_complete: JobId=(\d+) done",
+}
+NODE_EVENTS = {
+    "batch": r"Launching batch job (\d+) ",
+    "step": r"launch task StepId=(\d+)\.0 ",
+    "step_end": r"\[(\d+)\.0\] done with job",
+    "batch_end": r"\[(\d+)\.batch\] done with job",
+}
 STAMP = re.compile(r"^\s*\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]")  # Snakemake's "[Wed Dec  2 07:13:06 2026]"
 
 
@@ -72,30 +79,47 @@ def summary(controller_log: str, node_log: str, output: str, workdir: Path) -> s
     queued = [(at["start"][job] - at["submit"][job]).total_seconds() for job in done]
     ran = [(at["end"][job] - at["start"][job]).total_seconds() for job in done]
     span = (max(at["end"].values()) - min(at["submit"].values())).total_seconds()
-    lines = [f"{len(done)} SLURM jobs queued {sum(queued) / len(done):.0f} s on average (at most {max(queued):.0f} s) "
-             f"and ran {sum(ran) / len(done):.0f} s on average; {sum(ran):.0f} job-seconds in the {span:.0f} s from "
-             f"the first submission to the last end: {sum(ran) / span:.1f} jobs running at a time"]
-    timed = [job for job in done if submitted[job]
-             and all(member in benchmark and (workdir / benchmark[member]).exists() for member in submitted[job])]
+    lines = [
+        f"{len(done)} SLURM jobs queued {sum(queued) / len(done):.0f} s on average (at most {max(queued):.0f} s) "
+        f"and ran {sum(ran) / len(done):.0f} s on average; {sum(ran):.0f} job-seconds in the {span:.0f} s from "
+        f"the first submission to the last end: {sum(ran) / span:.1f} jobs running at a time"
+    ]
+    timed = [
+        job
+        for job in done
+        if submitted[job]
+        and all(member in benchmark and (workdir / benchmark[member]).exists() for member in submitted[job])
+    ]
     if timed:
-        beyond = [(at["end"][job] - at["start"][job]).total_seconds()
-                  - sum(benchmarked_seconds(workdir / benchmark[member]) for member in submitted[job])
-                  for job in timed]
-        lines.append(f"inside them, {sum(beyond) / len(timed):.1f} s a job beyond what their rules' benchmark files "
-                     f"time (Snakemake's start-up, twice, and its bookkeeping; {len(timed)} jobs)")
+        beyond = [
+            (at["end"][job] - at["start"][job]).total_seconds()
+            - sum(benchmarked_seconds(workdir / benchmark[member]) for member in submitted[job])
+            for job in timed
+        ]
+        lines.append(
+            f"inside them, {sum(beyond) / len(timed):.1f} s a job beyond what their rules' benchmark files "
+            f"time (Snakemake's start-up, twice, and its bookkeeping; {len(timed)} jobs)"
+        )
     on_node = times(node_log, set(done), NODE_EVENTS)
     stepped = [job for job in done if all(job in on_node[event] for event in NODE_EVENTS)]
     if stepped:
         before = [(on_node["step"][job] - on_node["batch"][job]).total_seconds() for job in stepped]
         after = [(on_node["batch_end"][job] - on_node["step_end"][job]).total_seconds() for job in stepped]
-        lines.append(f"the batch script's Snakemake took {sum(before) / len(stepped):.1f} s before its job step and "
-                     f"{sum(after) / len(stepped):.1f} s after it, on average (at most {max(after):.1f} s; "
-                     "Snakemake 9.27 waits up to 1 s at exit for its scheduler's timer, docs/cluster.md)")
-    late = [(max(finished[member] for member in submitted[job]) - at["end"][job]).total_seconds() for job in done
-            if submitted[job] and all(member in finished for member in submitted[job])]
+        lines.append(
+            f"the batch script's Snakemake took {sum(before) / len(stepped):.1f} s before its job step and "
+            f"{sum(after) / len(stepped):.1f} s after it, on average (at most {max(after):.1f} s; "
+            "Snakemake 9.27 waits up to 1 s at exit for its scheduler's timer, docs/cluster.md)"
+        )
+    late = [
+        (max(finished[member] for member in submitted[job]) - at["end"][job]).total_seconds()
+        for job in done
+        if submitted[job] and all(member in finished for member in submitted[job])
+    ]
     if late:
-        lines.append(f"Snakemake saw a job's end {sum(late) / len(late):.0f} s after the controller logged it, on "
-                     f"average (at most {max(late):.0f} s): its status poll")
+        lines.append(
+            f"Snakemake saw a job's end {sum(late) / len(late):.0f} s after the controller logged it, on "
+            f"average (at most {max(late):.0f} s): its status poll"
+        )
     return "\n".join(lines)
 
 

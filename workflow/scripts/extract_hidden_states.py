@@ -21,8 +21,9 @@ with job_logging(snakemake):
     options = snakemake.config["extraction"]
     corpus = Path(snakemake.input.corpus)
     # where the shards go: on a cluster, the node's own disk where the config has `scratch` (docs/cluster.md)
-    logging.getLogger("shape_of_learning").info("shards in %s: %s", snakemake.output.shards,
-                                                filesystem(snakemake.output.shards))
+    logging.getLogger("shape_of_learning").info(
+        "shards in %s: %s", snakemake.output.shards, filesystem(snakemake.output.shards)
+    )
     manifest = extract(
         snakemake.params.checkpoint,
         entry,

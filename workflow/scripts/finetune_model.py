@@ -12,8 +12,17 @@ with job_logging(snakemake):
     spec, base = snakemake.config["models"][snakemake.wildcards.model]["finetune"], snakemake.params.base
     dataset, split = parse_reference(spec["data"])
     pairs = pd.read_parquet(paths.dataset_split(dataset, split))
-    finetune(base.location, pairs, Path(snakemake.output[0]),
-             scale=snakemake.config["rajaee_pilehvar"]["datasets"][dataset]["scale"],
-             revision=read_lock(snakemake.input.pin)["commit_sha"], batch_size=spec["batch_size"],
-             learning_rate=spec["learning_rate"], epochs=spec["epochs"], max_steps=spec["max_steps"],
-             seed=spec["seed"], max_length=spec["max_length"], device=snakemake.config["rajaee_pilehvar"]["device"])
+    finetune(
+        base.location,
+        pairs,
+        Path(snakemake.output[0]),
+        scale=snakemake.config["rajaee_pilehvar"]["datasets"][dataset]["scale"],
+        revision=read_lock(snakemake.input.pin)["commit_sha"],
+        batch_size=spec["batch_size"],
+        learning_rate=spec["learning_rate"],
+        epochs=spec["epochs"],
+        max_steps=spec["max_steps"],
+        seed=spec["seed"],
+        max_length=spec["max_length"],
+        device=snakemake.config["rajaee_pilehvar"]["device"],
+    )

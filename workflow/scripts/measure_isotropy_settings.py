@@ -11,13 +11,24 @@ with job_logging(snakemake):
     options, wildcards = snakemake.config["rajaee_pilehvar"], snakemake.wildcards
     pairs, dropped = drop_training_pairs(
         pd.read_parquet(paths.dataset_split(wildcards.dataset, wildcards.split)),
-        [pd.read_parquet(paths.dataset_split(*parse_reference(reference))) for reference in snakemake.params.training])
+        [pd.read_parquet(paths.dataset_split(*parse_reference(reference))) for reference in snakemake.params.training],
+    )
     table, layers, view = analyse(
-        snakemake.params.checkpoint, snakemake.config["models"][wildcards.model], read_lock(snakemake.input.pin),
-        pairs, seeds=snakemake.params.seeds, kmeans=options["kmeans"], clusters=options["clusters"],
-        directions=options["directions"], least=options["least_directions"], table_layer=options["table_layer"],
-        figure_tokens=options["figure_tokens"], batch_size=options["batch_size"], device=options["device"],
-        dtype=snakemake.config["extraction"]["dtype"])
+        snakemake.params.checkpoint,
+        snakemake.config["models"][wildcards.model],
+        read_lock(snakemake.input.pin),
+        pairs,
+        seeds=snakemake.params.seeds,
+        kmeans=options["kmeans"],
+        clusters=options["clusters"],
+        directions=options["directions"],
+        least=options["least_directions"],
+        table_layer=options["table_layer"],
+        figure_tokens=options["figure_tokens"],
+        batch_size=options["batch_size"],
+        device=options["device"],
+        dtype=snakemake.config["extraction"]["dtype"],
+    )
     table.assign(dropped_pairs=dropped).to_parquet(snakemake.output.settings, index=False)
     layers.to_parquet(snakemake.output.layers, index=False)
     view.to_parquet(snakemake.output.view, index=False)

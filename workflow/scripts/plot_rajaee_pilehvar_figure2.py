@@ -4,9 +4,14 @@ from shape_of_learning.rajaee_pilehvar import figures
 
 with job_logging(snakemake):
     frequencies = {
-        pair.label: figures.corpus_frequencies(snakemake.config["models"][pair.pretrained], checkpoint, read_lock(pin),
-                                               snakemake.input.corpus)
+        pair.label: figures.corpus_frequencies(
+            snakemake.config["models"][pair.pretrained], checkpoint, read_lock(pin), snakemake.input.corpus
+        )
         for pair, checkpoint, pin in zip(snakemake.params.pairs, snakemake.params.checkpoints, snakemake.input.pins)
     }
-    figures.frequency_view(figures.labelled(snakemake.input.views, snakemake.params.analyses), frequencies,
-                           snakemake.output.png, snakemake.output.pdf)
+    figures.frequency_view(
+        figures.labelled(snakemake.input.views, snakemake.params.analyses),
+        frequencies,
+        snakemake.output.png,
+        snakemake.output.pdf,
+    )

@@ -10,5 +10,11 @@ with job_logging(snakemake):
     options.update(num_layers=entry["layers"])
     if entry["modality"] == "text":
         options.update(seq_len=entry["max_length"])
-    train(entry["train"]["arch"], Path(snakemake.input[0]), Path(snakemake.output[0]), snakemake.params.steps,
-          threads=snakemake.threads, **options)
+    train(
+        entry["train"]["arch"],
+        Path(snakemake.input[0]),
+        Path(snakemake.output[0]),
+        snakemake.params.steps,
+        threads=snakemake.threads,
+        **options,
+    )

@@ -14,8 +14,7 @@ without a model still judges every claim that does not need it.
 from shape_of_learning.claims import godey, rajaee_pilehvar, razzhigaev
 from shape_of_learning.claims.claim import Claim, Group
 
-CLAIMS: dict[str, Claim] = {claim.name: claim for claim in [*razzhigaev.CLAIMS, *godey.CLAIMS,
-                                                            *rajaee_pilehvar.CLAIMS]}
+CLAIMS: dict[str, Claim] = {claim.name: claim for claim in [*razzhigaev.CLAIMS, *godey.CLAIMS, *rajaee_pilehvar.CLAIMS]}
 __all__ = ["CLAIMS", "Claim", "Group", "plan_claims"]
 
 
@@ -23,6 +22,7 @@ def plan_claims(experiment, config: dict) -> list[Group]:
     """Every claim's groups, in the order of `CLAIMS`: the rows of the scorecard."""
     low, high = config["claims"]["middle"]
     if not low < high:
-        raise ValueError(f"claims.middle: [{low}, {high}] is no interval; give [low, high] with low < high, e.g. "
-                         "[0.2, 0.8]")
+        raise ValueError(
+            f"claims.middle: [{low}, {high}] is no interval; give [low, high] with low < high, e.g. [0.2, 0.8]"
+        )
     return [group for claim in CLAIMS.values() for group in claim.groups(claim, experiment, config)]

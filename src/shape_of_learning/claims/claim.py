@@ -65,8 +65,15 @@ def not_measurable(reason: str) -> Callable[..., list[Group]]:
 
 def figure_models(experiment, kind: str, keep: Callable[[dict], bool] = lambda entry: True) -> list[str]:
     """The models of the config's figures of `kind`, in order, those whose registry entry `keep` accepts."""
-    return list(dict.fromkeys(model for figure in experiment.figures if figure.kind == kind
-                              for model in figure.models if keep(experiment.models[model])))
+    return list(
+        dict.fromkeys(
+            model
+            for figure in experiment.figures
+            if figure.kind == kind
+            for model in figure.models
+            if keep(experiment.models[model])
+        )
+    )
 
 
 def is_kind(*kinds: str) -> Callable[[dict], bool]:
@@ -77,8 +84,11 @@ def summaries(experiment, models, baselines: bool = False) -> dict:
     """The summary tables of `models` (their training checkpoints), and of their random-init baselines."""
     files = {f"summary:{model}": ((model,), paths.model_table(model, SERIES[0], "summary")) for model in models}
     if baselines:
-        files |= {f"baseline:{model}": ((model,), paths.model_table(model, RANDOM_INIT, "summary"))
-                  for model in models if model in experiment.baselines}
+        files |= {
+            f"baseline:{model}": ((model,), paths.model_table(model, RANDOM_INIT, "summary"))
+            for model in models
+            if model in experiment.baselines
+        }
     return files
 
 

@@ -16,9 +16,16 @@ from pathlib import Path
 import pandas as pd
 
 from shape_of_learning.claims.predicates import NotMeasurable
-from shape_of_learning.figures.rows import (apply_health, final_checkpoints, initial_checkpoints, layer_average, select,
-                                            training_checkpoints)
+from shape_of_learning.figures.rows import (
+    apply_health,
+    final_checkpoints,
+    initial_checkpoints,
+    layer_average,
+    select,
+    training_checkpoints,
+)
 from shape_of_learning.metrics.registry import METRICS
+
 # The Rajaee & Pilehvar stage's package and config section: the claims import its citation, setting names and page
 # layout from here.
 from shape_of_learning.rajaee_pilehvar import CITATION as RAJAEE_PILEHVAR
@@ -27,10 +34,12 @@ from shape_of_learning.rajaee_pilehvar.tables import SETTING_NAMES, document
 RAJAEE_PILEHVAR_SECTION = "rajaee_pilehvar"
 OMIT = "omit"  # checkpoints that are not their step's model are left out of every claim (figures.rows.apply_health)
 DEGENERATE = "degenerate"  # a column of the tables: a layer whose vectors are all zero, or one vector
-ONE_BATCH = ("one batch per layer (metrics.batches: 1) gives no batch-to-batch std to measure a margin in; measure "
-             "two or more")
-ONE_SEED = (f"one seed ({RAJAEE_PILEHVAR_SECTION}.seeds) gives no std over seeds to measure a margin in; list two or "
-            "more seeds")
+ONE_BATCH = (
+    "one batch per layer (metrics.batches: 1) gives no batch-to-batch std to measure a margin in; measure two or more"
+)
+ONE_SEED = (
+    f"one seed ({RAJAEE_PILEHVAR_SECTION}.seeds) gives no std over seeds to measure a margin in; list two or more seeds"
+)
 
 
 def is_id_estimator(metric: str) -> bool:
@@ -80,9 +89,14 @@ class PaperValues:
 
     def frame(self, group, name: str) -> pd.DataFrame:
         table = self.reader.frame(group, name).dropna(subset=["paper_performance"])
-        return table.assign(performance=table["paper_performance"], isotropy=table["paper_isotropy"],
-                            removed=table["paper_removed"], performance_std=0.0, isotropy_std=0.0,
-                            learned=True)  # the paper's fine-tuned models learned their task (Table 1's Baseline)
+        return table.assign(
+            performance=table["paper_performance"],
+            isotropy=table["paper_isotropy"],
+            removed=table["paper_removed"],
+            performance_std=0.0,
+            isotropy_std=0.0,
+            learned=True,
+        )  # the paper's fine-tuned models learned their task (Table 1's Baseline)
 
 
 def _refusals_not_measurable(choose):
@@ -115,8 +129,9 @@ def final_profile(summary: pd.DataFrame, model: str, metric: str) -> pd.DataFram
 def initial_profile(summary: pd.DataFrame, model: str, metric: str) -> pd.DataFrame:
     """One row per layer at the model's initialisation: its step-0 checkpoint, else its random-init baseline
     (`rows.initial_checkpoints`)."""
-    return initial_checkpoints(select(summary, [metric], [model], baselines=True)).sort_values("layer",
-                                                                                               ignore_index=True)
+    return initial_checkpoints(select(summary, [metric], [model], baselines=True)).sort_values(
+        "layer", ignore_index=True
+    )
 
 
 @_refusals_not_measurable
@@ -135,7 +150,9 @@ def loss_series(health: pd.DataFrame, since: float) -> tuple[pd.DataFrame, str]:
         notes = sorted(set(health["loss_note"].dropna())) or ["none recorded"]
         raise NotMeasurable(f"no loss at any checkpoint ({'; '.join(notes)})")
     rows = health[(health["step"] >= since) & health["loss"].notna()].sort_values("step", ignore_index=True)
-    left_out = [f"step {row.step:g} ({row.health})" if pd.notna(row.health) else
-                f"step {row.step:g} (drawn as {row.drawn_as})"
-                for row in rows.itertuples() if pd.notna(row.health) or pd.notna(row.drawn_as)]
+    left_out = [
+        f"step {row.step:g} ({row.health})" if pd.notna(row.health) else f"step {row.step:g} (drawn as {row.drawn_as})"
+        for row in rows.itertuples()
+        if pd.notna(row.health) or pd.notna(row.drawn_as)
+    ]
     return rows, "; ".join(left_out)

@@ -120,26 +120,36 @@ def interior_peak(series: Series, *, margin: float, min_change: float, within: t
     peak = int(np.argmax(means))
     fraction = series.positions[peak] / series.positions[last] if series.positions[last] else math.nan
     above = {end: separation(series.point(peak), series.point(end)) for end in (0, last)}
-    measured = (f"peak {num(means[peak])} at {series.name(series.positions[peak])} ({fraction:.2f} of the way to "
-                f"{series.name(series.positions[last])}), " + ", ".join(
-                    f"{std_units(above[end])} over {series.name(series.positions[end])}" for end in (0, last)))
+    measured = (
+        f"peak {num(means[peak])} at {series.name(series.positions[peak])} ({fraction:.2f} of the way to "
+        f"{series.name(series.positions[last])}), "
+        + ", ".join(f"{std_units(above[end])} over {series.name(series.positions[end])}" for end in (0, last))
+    )
     if peak in (0, last):
-        return Verdict(False, measured, f"the maximum is at the {'first' if peak == 0 else 'last'} point, "
-                                        f"{series.name(series.positions[peak])}")
+        return Verdict(
+            False,
+            measured,
+            f"the maximum is at the {'first' if peak == 0 else 'last'} point, {series.name(series.positions[peak])}",
+        )
 
     def counts(start: int, end: int) -> bool:
         return changes(series, start, end, margin=margin, min_change=min_change, scale=means[peak])
 
-    failures = [f"the peak lies {std_units(above[end])} and {num(means[peak] - means[end])} over "
-                f"{series.name(series.positions[end])}, not {margin} std and {min_change} of the peak"
-                for end in (0, last) if not counts(end, peak)]
+    failures = [
+        f"the peak lies {std_units(above[end])} and {num(means[peak] - means[end])} over "
+        f"{series.name(series.positions[end])}, not {margin} std and {min_change} of the peak"
+        for end in (0, last)
+        if not counts(end, peak)
+    ]
     failures += filter(None, [_reversal(series, 0, peak, True, counts), _reversal(series, peak, last, False, counts)])
     if failures:
         return Verdict(False, measured, "; ".join(failures))
     interior = series.positions[1:last] / series.positions[last]
     if ((within[0] < interior) & (interior < within[1])).all():
-        raise NotMeasurable(f"{measured}; every interior point lies inside ({within[0]}, {within[1]}): where the "
-                            f"peak lies cannot fail with {last + 1} points")
+        raise NotMeasurable(
+            f"{measured}; every interior point lies inside ({within[0]}, {within[1]}): where the "
+            f"peak lies cannot fail with {last + 1} points"
+        )
     if not within[0] < fraction < within[1]:
         return Verdict(False, measured, f"the peak lies at {fraction:.2f}, outside ({within[0]}, {within[1]})")
     return Verdict(True, measured)
@@ -152,9 +162,15 @@ def falls_from_peak(series: Series, *, margin: float, min_change: float) -> tupl
     fall = separation(series.point(peak), series.point(last))
     measured = f"peaks at {series.at(peak)}, {series.at(last)} at the end ({std_units(fall)})"
     holds = changes(series, last, peak, margin=margin, min_change=min_change, scale=series.means[peak])
-    return Verdict(holds, measured, "" if holds else f"it falls {std_units(fall)} and "
-                   f"{num(series.means[peak] - series.means[last])} after its peak, not {margin} std and "
-                   f"{min_change} of the peak"), peak
+    return Verdict(
+        holds,
+        measured,
+        ""
+        if holds
+        else f"it falls {std_units(fall)} and "
+        f"{num(series.means[peak] - series.means[last])} after its peak, not {margin} std and "
+        f"{min_change} of the peak",
+    ), peak
 
 
 def grows_then_stabilises(series: Series, *, margin: float, stable_from: float, stable_share: float) -> Verdict:
@@ -171,21 +187,31 @@ def grows_then_stabilises(series: Series, *, margin: float, stable_from: float, 
     grown, rise = separation(series.point(last), series.point(0)), means[last] - means[0]
     high, low = late[np.argmax(means[late])], late[np.argmin(means[late])]
     moved, jitter = means[high] - means[low], separation(series.point(high), series.point(low))
-    measured = (f"{series.at(0)} to {series.at(last)} ({std_units(grown)}); moves {num(moved)} ({std_units(jitter)}) "
-                f"from step {steps[late[0]]:g} on")
+    measured = (
+        f"{series.at(0)} to {series.at(last)} ({std_units(grown)}); moves {num(moved)} ({std_units(jitter)}) "
+        f"from step {steps[late[0]]:g} on"
+    )
     if not clears(grown, margin):
         return Verdict(False, measured, f"grows by {std_units(grown)}, under {margin}")
-    risen = next(index for index in range(last + 1) if clears(separation(series.point(index), series.point(0)),
-                                                              margin))
+    risen = next(index for index in range(last + 1) if clears(separation(series.point(index), series.point(0)), margin))
     for later in range(risen + 1, last + 1):
         top = risen + int(np.argmax(means[risen:later]))
         if clears(separation(series.point(top), series.point(later)), margin) and (
-                means[top] - means[later] > stable_share * rise):
-            return Verdict(False, measured, f"after its rise it falls from {series.at(top)} to {series.at(later)}, "
-                                            f"more than {margin} std and {stable_share} of its rise {num(rise)}")
+            means[top] - means[later] > stable_share * rise
+        ):
+            return Verdict(
+                False,
+                measured,
+                f"after its rise it falls from {series.at(top)} to {series.at(later)}, "
+                f"more than {margin} std and {stable_share} of its rise {num(rise)}",
+            )
     if moved > stable_share * rise and clears(jitter, margin):
-        return Verdict(False, measured, f"moves {num(moved)} from step {steps[late[0]]:g} on, more than "
-                                        f"{stable_share} of its rise {num(rise)} and {std_units(jitter)}")
+        return Verdict(
+            False,
+            measured,
+            f"moves {num(moved)} from step {steps[late[0]]:g} on, more than "
+            f"{stable_share} of its rise {num(rise)} and {std_units(jitter)}",
+        )
     return Verdict(True, measured)
 
 
@@ -201,14 +227,17 @@ def falls_steadily(steps: Sequence[float], losses: Sequence[float], *, tolerance
     worst = int(np.argmax(rises)) + 1
     start = int(np.flatnonzero(losses[:worst] == lowest_before[worst - 1])[-1])
     drop = losses[0] - losses[-1]
-    measured = (f"loss {num(losses[0])} at step {steps[0]:g} to {num(losses[-1])} at step {steps[-1]:g}, "
-                f"largest rise over any stretch {num(max(rises[worst - 1], 0))}")
+    measured = (
+        f"loss {num(losses[0])} at step {steps[0]:g} to {num(losses[-1])} at step {steps[-1]:g}, "
+        f"largest rise over any stretch {num(max(rises[worst - 1], 0))}"
+    )
     failures = []
     if drop <= tolerance:
         failures.append(f"it falls by {num(drop)}, not more than {tolerance}")
     if rises[worst - 1] > tolerance:
-        failures.append(f"it rises by {num(rises[worst - 1])} from step {steps[start]:g} to {steps[worst]:g}, more "
-                        f"than {tolerance}")
+        failures.append(
+            f"it rises by {num(rises[worst - 1])} from step {steps[start]:g} to {steps[worst]:g}, more than {tolerance}"
+        )
     return Verdict(not failures, measured, "; ".join(failures))
 
 
@@ -235,12 +264,14 @@ def above(high: tuple[float, float], low: tuple[float, float], *, margin: float,
     """`high` lies above `low` by `margin` std of the difference; `what` names the two ("ViT's over its floor")."""
     apart = separation(high, low)
     measured = f"{what}: {num(high[0])} against {num(low[0])} ({std_units(apart)})"
-    return Verdict(clears(apart, margin), measured, "" if clears(apart, margin) else
-                   f"{what}: {std_units(apart)}, under {margin}")
+    return Verdict(
+        clears(apart, margin), measured, "" if clears(apart, margin) else f"{what}: {std_units(apart)}, under {margin}"
+    )
 
 
-def groups_apart(high: dict[str, tuple[float, float]], low: dict[str, tuple[float, float]], *, margin: float
-                 ) -> Verdict:
+def groups_apart(
+    high: dict[str, tuple[float, float]], low: dict[str, tuple[float, float]], *, margin: float
+) -> Verdict:
     """Every member of `high` lies above every member of `low`: the lowest of `high` above the highest of `low` by
     `margin` std of their difference. Each value is (mean, std)."""
     if not high or not low:
@@ -249,8 +280,11 @@ def groups_apart(high: dict[str, tuple[float, float]], low: dict[str, tuple[floa
     apart = separation(high[lowest], low[highest])
     measured = f"lowest {lowest} {num(high[lowest][0])} against highest {highest} {num(low[highest][0])}"
     measured += f" ({std_units(apart)})"
-    return Verdict(clears(apart, margin), measured,
-                   "" if clears(apart, margin) else f"{lowest} is {std_units(apart)} over {highest}, under {margin}")
+    return Verdict(
+        clears(apart, margin),
+        measured,
+        "" if clears(apart, margin) else f"{lowest} is {std_units(apart)} over {highest}, under {margin}",
+    )
 
 
 def majority(counted: dict[str, bool], *, share: float) -> Verdict:
@@ -268,8 +302,13 @@ def every(verdicts: dict[str, Verdict]) -> Verdict:
     none is no and any is not measurable; yes where all hold. Each part's values and reasons are named by its key."""
     if not verdicts:
         raise NotMeasurable("nothing to judge")
-    holds = (False if any(v.holds is False for v in verdicts.values()) else
-             None if any(v.holds is None for v in verdicts.values()) else True)
+    holds = (
+        False
+        if any(v.holds is False for v in verdicts.values())
+        else None
+        if any(v.holds is None for v in verdicts.values())
+        else True
+    )
     measured = "; ".join(f"{name}: {v.measured}" for name, v in verdicts.items() if v.measured)
     reasons = [f"{name}: {v.reason}" for name, v in verdicts.items() if v.reason and v.holds is not True]
     counts = f"{sum(v.holds is True for v in verdicts.values())} of {len(verdicts)} hold"

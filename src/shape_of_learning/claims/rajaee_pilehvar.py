@@ -9,16 +9,21 @@ import pandas as pd
 
 from shape_of_learning import paths
 from shape_of_learning.claims.claim import SEED_MARGIN, Claim, Group
-from shape_of_learning.claims.inputs import (ONE_SEED, RAJAEE_PILEHVAR, RAJAEE_PILEHVAR_SECTION, SETTING_NAMES,
-                                             without_degenerate)
-from shape_of_learning.claims.predicates import (NotMeasurable, Verdict, above, clears, every, majority, num,
-                                                 separation)
+from shape_of_learning.claims.inputs import (
+    ONE_SEED,
+    RAJAEE_PILEHVAR,
+    RAJAEE_PILEHVAR_SECTION,
+    SETTING_NAMES,
+    without_degenerate,
+)
+from shape_of_learning.claims.predicates import NotMeasurable, Verdict, above, clears, every, majority, num, separation
 
 PAPER, SECTION = RAJAEE_PILEHVAR, RAJAEE_PILEHVAR_SECTION
 ISOTROPY = "isotropy"  # I(W) over each eigenvector u and -u: no eigensolver's sign choice changes it
 
 
 # --- groups: one per pair and evaluated split ---------------------------------------------------------------------
+
 
 def _pairs(tables: bool):
     """Per model pair and evaluated split: its per-layer files (pre-trained, each seed's fine-tuned run), or Tables
@@ -32,12 +37,22 @@ def _pairs(tables: bool):
         for reference in dict.fromkeys(job.reference for job in experiment.analyses):
             for pair in experiment.pairs:
                 jobs = [job for job in experiment.analyses if job.reference == reference and job.pair == pair]
-                files = ({f"table{n}": (everything, path) for n, path in enumerate(paths.RAJAEE_PILEHVAR_TABLES, 1)}
-                         if tables else {f"layers:{job.model}": (experiment.needs([job.model]), job.output("layers"))
-                                         for job in jobs})
-                found += claim.group(f"{pair.label} on {reference}", list(experiment.needs(j.model for j in jobs)),
-                                     files, "", dataset=reference, pair=pair.label, pretrained=pair.pretrained,
-                                     runs=pair.finetuned_models, paper=pair.paper)
+                files = (
+                    {f"table{n}": (everything, path) for n, path in enumerate(paths.RAJAEE_PILEHVAR_TABLES, 1)}
+                    if tables
+                    else {f"layers:{job.model}": (experiment.needs([job.model]), job.output("layers")) for job in jobs}
+                )
+                found += claim.group(
+                    f"{pair.label} on {reference}",
+                    list(experiment.needs(j.model for j in jobs)),
+                    files,
+                    "",
+                    dataset=reference,
+                    pair=pair.label,
+                    pretrained=pair.pretrained,
+                    runs=pair.finetuned_models,
+                    paper=pair.paper,
+                )
         return found
 
     return groups
@@ -46,25 +61,30 @@ def _pairs(tables: bool):
 def _bert_and_roberta(claim: Claim, experiment, config: dict) -> list[Group]:
     """The pairs beside the paper's BERT and RoBERTa, on the first evaluated split (Figure 1's)."""
     jobs = experiment.figure_analyses
-    sides = {paper: next((pair for pair in experiment.pairs if pair.paper == paper), None)
-             for paper in ("BERT", "RoBERTa")}
+    sides = {
+        paper: next((pair for pair in experiment.pairs if pair.paper == paper), None) for paper in ("BERT", "RoBERTa")
+    }
     chosen = [job for job in jobs if job.pair in sides.values()] if all(sides.values()) else []
-    return claim.group(f"{SECTION}.pairs of paper BERT and RoBERTa", list(experiment.needs(j.model for j in chosen)),
-                       {f"layers:{job.model}": (experiment.needs([job.model]), job.output("layers")) for job in chosen},
-                       f"{SECTION}.pairs needs a pair with paper: BERT and one with paper: RoBERTa",
-                       sides={paper: (pair.pretrained, pair.finetuned_models) for paper, pair in sides.items()
-                              if pair})
+    return claim.group(
+        f"{SECTION}.pairs of paper BERT and RoBERTa",
+        list(experiment.needs(j.model for j in chosen)),
+        {f"layers:{job.model}": (experiment.needs([job.model]), job.output("layers")) for job in chosen},
+        f"{SECTION}.pairs needs a pair with paper: BERT and one with paper: RoBERTa",
+        sides={paper: (pair.pretrained, pair.finetuned_models) for paper, pair in sides.items() if pair},
+    )
 
 
 # --- per-layer views (Figure 1) -----------------------------------------------------------------------------------
+
 
 def _view(layers: pd.DataFrame, tokens: str) -> pd.DataFrame:
     """One view's I(W) per layer (all tokens, or [CLS]), the layers marked degenerate left out."""
     return without_degenerate(layers[layers["tokens"] == tokens]).set_index("layer").sort_index()
 
 
-def _per_layer(reader, group: Group, pretrained: str, runs: list[str], tokens: str = "all"
-               ) -> tuple[pd.Series, list[pd.Series]]:
+def _per_layer(
+    reader, group: Group, pretrained: str, runs: list[str], tokens: str = "all"
+) -> tuple[pd.Series, list[pd.Series]]:
     """-ln I(W) per layer of the pre-trained model and of each seed's fine-tuned run, on the layers where no view is
     degenerate (Figure 1's axis)."""
     if len(runs) < 2:
@@ -93,14 +113,18 @@ def _check_finetuning_improves_upper_layers(group: Group, reader, settings: dict
     if upper.empty or lower.empty:
         raise NotMeasurable("no upper or no lower layer whose views are not degenerate")
     margin, zero, parts = settings["margin_std"], (0.0, 0.0), {}
-    for part, per_seed in (("improves overall", [gain.mean() for gain in gains]),
-                           ("improves in the upper layers", [gain[upper].mean() for gain in gains]),
-                           ("mostly there", [gain[upper].mean() - gain[lower].mean() for gain in gains])):
+    for part, per_seed in (
+        ("improves overall", [gain.mean() for gain in gains]),
+        ("improves in the upper layers", [gain[upper].mean() for gain in gains]),
+        ("mostly there", [gain[upper].mean() - gain[lower].mean() for gain in gains]),
+    ):
         parts[part] = above(_over_seeds(per_seed), zero, margin=margin, what="ln I(W) gain")
     isotropy = np.exp(-pd.concat(after, axis=1)).mean(axis=1)
     parts["stays highly anisotropic"] = Verdict(
-        isotropy.max() < settings["highly_anisotropic_iw"], f"largest fine-tuned I(W) {num(isotropy.max())} at layer "
-        f"{isotropy.idxmax()}", f"not under {settings['highly_anisotropic_iw']}")
+        isotropy.max() < settings["highly_anisotropic_iw"],
+        f"largest fine-tuned I(W) {num(isotropy.max())} at layer {isotropy.idxmax()}",
+        f"not under {settings['highly_anisotropic_iw']}",
+    )
     return every(parts)
 
 
@@ -110,11 +134,19 @@ def _check_cls_more_anisotropic(group: Group, reader, settings: dict) -> Verdict
     layers = every_token[0].index.intersection(cls[0].index)
     gap, gap_std = _over_seeds([c[layers] - t[layers] for c, t in zip(cls, every_token)])  # [CLS] less all tokens
     much_more = (math.log(settings["much_more_anisotropic"]), 0.0)
-    verdict = majority({f"layer {layer}": clears(separation((gap[layer], gap_std[layer]), much_more),
-                                                  settings["margin_std"]) for layer in layers},
-                       share=settings["most_layers"])
-    return Verdict(verdict.holds, f"-ln I(W) of [CLS] less that of all tokens, mean over seeds: {num(gap.min())} to "
-                                  f"{num(gap.max())}; layers counted: {verdict.measured}", verdict.reason)
+    verdict = majority(
+        {
+            f"layer {layer}": clears(separation((gap[layer], gap_std[layer]), much_more), settings["margin_std"])
+            for layer in layers
+        },
+        share=settings["most_layers"],
+    )
+    return Verdict(
+        verdict.holds,
+        f"-ln I(W) of [CLS] less that of all tokens, mean over seeds: {num(gap.min())} to "
+        f"{num(gap.max())}; layers counted: {verdict.measured}",
+        verdict.reason,
+    )
 
 
 def _check_roberta_more_anisotropic(group: Group, reader, settings: dict) -> Verdict:
@@ -123,43 +155,61 @@ def _check_roberta_more_anisotropic(group: Group, reader, settings: dict) -> Ver
     if bert[0].index.max() != roberta[0].index.max():
         raise NotMeasurable("the two pre-trained models differ in depth: their layers cannot be set side by side")
     parts = {}
-    for state, of in (("pre-trained", lambda view: (view[0], 0 * view[0])),
-                      ("fine-tuned", lambda view: _over_seeds(view[1]))):
+    for state, of in (
+        ("pre-trained", lambda view: (view[0], 0 * view[0])),
+        ("fine-tuned", lambda view: _over_seeds(view[1])),
+    ):
         (high, high_std), (low, low_std) = of(roberta), of(bert)
-        counted = {f"layer {layer}": clears(separation((high[layer], high_std[layer]), (low[layer], low_std[layer])),
-                                            settings["margin_std"]) for layer in high.index.intersection(low.index)}
+        counted = {
+            f"layer {layer}": clears(
+                separation((high[layer], high_std[layer]), (low[layer], low_std[layer])), settings["margin_std"]
+            )
+            for layer in high.index.intersection(low.index)
+        }
         verdict = majority(counted, share=settings["most_layers"])
-        parts[state] = Verdict(verdict.holds, f"-ln I(W) of RoBERTa's over BERT's in {verdict.measured}",
-                               verdict.reason)
+        parts[state] = Verdict(
+            verdict.holds, f"-ln I(W) of RoBERTa's over BERT's in {verdict.measured}", verdict.reason
+        )
     return every(parts)
 
 
 # --- Tables 1-2 -----------------------------------------------------------------------------------------------------
+
 
 def _cells(reader, group: Group, table: str, state: str, learned: bool = True) -> dict[tuple, dict]:
     """(setting, which, removed) -> {"performance": (mean, std), "isotropy": (mean, std)}: one state of the pair's
     block of Table 1 or 2. A fine-tuned model that did not learn its task (the tables' `learned`) is no fine-tuned
     model to judge a claim on, unless `learned` is False: the claim that fine-tuning raises performance."""
     found = reader.frame(group, table)
-    found = found[(found["dataset"] == group.arguments["dataset"]) & (found["pair"] == group.arguments["pair"])
-                  & (found["state"] == state)]
+    found = found[
+        (found["dataset"] == group.arguments["dataset"])
+        & (found["pair"] == group.arguments["pair"])
+        & (found["state"] == state)
+    ]
     if found.empty:
         raise NotMeasurable(f"no {state} rows of {group.label} in {table}")
     if learned and state == "fine-tuned" and not found["learned"].fillna(True).astype(bool).all():
-        raise NotMeasurable(f"{group.arguments['pair']}: the fine-tuning did not learn its task ({table}'s `learned`"
-                            " is False): its model is no fine-tuned model to judge; fine-tune it until it learns "
-                            "(docs/rajaee-pilehvar.md)")
+        raise NotMeasurable(
+            f"{group.arguments['pair']}: the fine-tuning did not learn its task ({table}'s `learned`"
+            " is False): its model is no fine-tuned model to judge; fine-tune it until it learns "
+            "(docs/rajaee-pilehvar.md)"
+        )
     if found[["performance_std", f"{ISOTROPY}_std"]].isna().any().any():
         raise NotMeasurable(ONE_SEED)
-    return {(row.setting, row.which, int(row.removed)): {
-        "performance": (row.performance, row.performance_std),
-        "isotropy": (getattr(row, ISOTROPY), getattr(row, f"{ISOTROPY}_std"))} for row in found.itertuples()}
+    return {
+        (row.setting, row.which, int(row.removed)): {
+            "performance": (row.performance, row.performance_std),
+            "isotropy": (getattr(row, ISOTROPY), getattr(row, f"{ISOTROPY}_std")),
+        }
+        for row in found.itertuples()
+    }
 
 
 def _setting(cells: dict, setting: str, which: str = "top") -> list[tuple[int, dict]]:
     """The cells of one setting, by removal count; NotMeasurable where the table has none."""
-    found = [(removed, value) for (name, kind, removed), value in sorted(cells.items()) if (name, kind) == (setting,
-                                                                                                            which)]
+    found = [
+        (removed, value) for (name, kind, removed), value in sorted(cells.items()) if (name, kind) == (setting, which)
+    ]
     if not found:
         raise NotMeasurable(f"no {SETTING_NAMES[setting]} ({which} directions) cell")
     return found
@@ -170,37 +220,56 @@ def _top(cells: dict, setting: str) -> dict:
 
 
 def _check_sts_performance_rises(group: Group, reader, settings: dict) -> Verdict:
-    tuned, pretrained = (_top(_cells(reader, group, "table1", state, learned=False), "baseline")
-                         for state in ("fine-tuned", "pre-trained"))
-    return above(tuned["performance"], pretrained["performance"], margin=settings["margin_std"],
-                 what="Baseline Perf. fine-tuned against pre-trained")
+    tuned, pretrained = (
+        _top(_cells(reader, group, "table1", state, learned=False), "baseline")
+        for state in ("fine-tuned", "pre-trained")
+    )
+    return above(
+        tuned["performance"],
+        pretrained["performance"],
+        margin=settings["margin_std"],
+        what="Baseline Perf. fine-tuned against pre-trained",
+    )
 
 
 def _check_enhancement_hurts_finetuned(group: Group, reader, settings: dict) -> Verdict:
     margin, parts = settings["margin_std"], {}
-    for state, settings_judged in (("fine-tuned", ("cluster_zero_mean", "global", "cluster_based")),
-                                   ("pre-trained", ("cluster_zero_mean", "cluster_based"))):
+    for state, settings_judged in (
+        ("fine-tuned", ("cluster_zero_mean", "global", "cluster_based")),
+        ("pre-trained", ("cluster_zero_mean", "cluster_based")),
+    ):
         cells = _cells(reader, group, "table1", state)
         base = _top(cells, "baseline")
         for setting in settings_judged:
             value, name = _top(cells, setting), f"{state} {SETTING_NAMES[setting]}"
             if state == "pre-trained":  # the enhancement helps a pre-trained space
-                parts[name] = above(value["performance"], base["performance"], margin=margin,
-                                    what="Perf. over Baseline")
+                parts[name] = above(
+                    value["performance"], base["performance"], margin=margin, what="Perf. over Baseline"
+                )
                 continue
             lower = above(base["performance"], value["performance"], margin=margin, what="Perf. under Baseline")
             raised = value["isotropy"][0] > base["isotropy"][0]
-            parts[name] = Verdict(lower.holds and raised, f"I(W) {num(base['isotropy'][0])} to "
-                                  f"{num(value['isotropy'][0])}; {lower.measured}",
-                                  "; ".join(filter(None, ["" if raised else "I(W) not raised", lower.reason])))
+            parts[name] = Verdict(
+                lower.holds and raised,
+                f"I(W) {num(base['isotropy'][0])} to {num(value['isotropy'][0])}; {lower.measured}",
+                "; ".join(filter(None, ["" if raised else "I(W) not raised", lower.reason])),
+            )
     return every(parts)
 
 
 def _check_finetuned_less_isotropic(group: Group, reader, settings: dict) -> Verdict:
     tuned, pretrained = (_cells(reader, group, "table1", state) for state in ("fine-tuned", "pre-trained"))
-    return every({SETTING_NAMES[setting]: above(_top(pretrained, setting)["isotropy"], _top(tuned, setting)["isotropy"],
-                                                margin=settings["margin_std"], what="I(W) pre-trained over fine-tuned")
-                  for setting in ("global", "cluster_based")})
+    return every(
+        {
+            SETTING_NAMES[setting]: above(
+                _top(pretrained, setting)["isotropy"],
+                _top(tuned, setting)["isotropy"],
+                margin=settings["margin_std"],
+                what="I(W) pre-trained over fine-tuned",
+            )
+            for setting in ("global", "cluster_based")
+        }
+    )
 
 
 def _check_least_directions_cost_less(group: Group, reader, settings: dict) -> Verdict:
@@ -210,7 +279,8 @@ def _check_least_directions_cost_less(group: Group, reader, settings: dict) -> V
         removed_top, top_cell = _setting(top, setting)[0]
         for removed, cell in _setting(least, setting, "least"):
             parts[f"{SETTING_NAMES[setting]}, {removed} least vs {removed_top} top"] = above(
-                cell["performance"], top_cell["performance"], margin=settings["margin_std"], what="Perf.")
+                cell["performance"], top_cell["performance"], margin=settings["margin_std"], what="Perf."
+            )
     return every(parts)
 
 
@@ -221,78 +291,132 @@ def _check_least_directions_barely_matter(group: Group, reader, settings: dict) 
         for removed, cell in _setting(least, setting, "least"):
             change = cell["performance"][0] - base
             parts[f"{SETTING_NAMES[setting]}, {removed} least"] = Verdict(
-                abs(change) <= limit, f"Perf. {num(cell['performance'][0])} against the Baseline's {num(base)} "
-                                      f"({change:+.3g})", f"moves {change:+.3g} points, more than {limit}")
+                abs(change) <= limit,
+                f"Perf. {num(cell['performance'][0])} against the Baseline's {num(base)} ({change:+.3g})",
+                f"moves {change:+.3g} points, more than {limit}",
+            )
     return every(parts)
 
 
 CLAIMS = [
-    Claim("sts_performance_rises", PAPER, "section 1; section 3.3; Table 1 (Baseline)",
-          "The pre-trained BERT and RoBERTa (Liu et al., 2019b) underperform static embeddings on STS, while "
-          "fine-tuning significantly boosts their performance (1) | However, fine-tuning, whether with [CLS] token or "
-          "mean-pooling method, can dramatically enhance the performance (3.3)",
-          "Fine-tuning raises STS performance (Table 1's Baseline: 84.41 against 54.14 for BERT): the premise of the "
-          "paper's other claims, which compare a model that does the task with one that does not.",
-          f"Table 1, Baseline: the fine-tuned Perf. above the pre-trained one {SEED_MARGIN}.",
-          ("margin_std",), _pairs(tables=True), _check_sts_performance_rises, on_paper_values=True),
-    Claim("finetuning_improves_upper_layers", PAPER, "section 4, Figure 1",
-          "Although fine-tuning improves isotropy, specifically in the upper layers, the distribution of embeddings "
-          "is still highly non-uniform. (4)",
-          "Fine-tuning improves isotropy, mostly in the upper layers, yet the space stays highly anisotropic.",
-          "Per seed, ln I(W) of all tokens fine-tuned less pre-trained, averaged over all layers, over the upper "
-          f"layers (above half the depth) and the upper less the lower: each above 0 {SEED_MARGIN}; and the "
-          "fine-tuned I(W) (mean over seeds) under {highly_anisotropic_iw} in every layer. Layers with a degenerate "
-          "view are left out.",
-          ("margin_std", "highly_anisotropic_iw"), _pairs(tables=False), _check_finetuning_improves_upper_layers),
-    Claim("cls_more_anisotropic", PAPER, "section 4, Figure 1",
-          "Moreover, in most layers, the [CLS] tokens' representations are much more anisotropic than all "
-          "representations in the fine-tuned space. (4)",
-          "In most layers the fine-tuned [CLS] representations are much more anisotropic than all tokens of the "
-          "fine-tuned space.",
-          "Per layer of the fine-tuned runs, -ln I(W) of the [CLS] vectors less that of all tokens, mean over seeds, "
-          f"exceeds ln({{much_more_anisotropic}}) {SEED_MARGIN}, in more than {{most_layers}} of the layers whose "
-          "views are not degenerate.",
-          ("margin_std", "much_more_anisotropic", "most_layers"), _pairs(tables=False), _check_cls_more_anisotropic),
-    Claim("roberta_more_anisotropic", PAPER, "section 4, Figure 1",
-          "These patterns hold for both BERT and RoBERTa, while the latter tends to be more anisotropic. (4)",
-          "RoBERTa tends to be more anisotropic than BERT.",
-          "Pre-trained, and fine-tuned (mean over seeds): -ln I(W) of all tokens of the RoBERTa pair above the BERT "
-          f"pair's {SEED_MARGIN} in more than {{most_layers}} of the layers, each.",
-          ("margin_std", "most_layers"), _bert_and_roberta, _check_roberta_more_anisotropic),
-    Claim("isotropy_enhancement_hurts_finetuned", PAPER, "section 4, Table 1",
-          "Clearly, as opposed to pre-trained models, increasing isotropy of the fine-tuned embedding space does not "
-          "enhance performance. Instead, we observe a drop in performance. (4) | These two settings can improve the "
-          "STS performance of the pre-trained model by increasing isotropy. However, applying them to fine-tuned "
-          "CWRs leads to performance reduction. (4)",
-          "Raising the isotropy of a fine-tuned space lowers its STS performance, while for pre-trained models the "
-          "cluster-based settings raise it.",
-          "Fine-tuned: Clustering+ZM, Global and Cluster-based each raise I(W) above the Baseline's and lower Perf. "
-          f"below it {SEED_MARGIN}; pre-trained: Clustering+ZM and Cluster-based raise Perf. above the Baseline's "
-          f"{SEED_MARGIN}.",
-          ("margin_std",), _pairs(tables=True), _check_enhancement_hurts_finetuned, on_paper_values=True),
-    Claim("finetuned_less_isotropic", PAPER, "section 4, Table 1 (Global, Cluster-based)",
-          "The results of Global and Cluster-based approaches in Table 1 reveal that with equal numbers of removed "
-          "directions, the fine-tuned embedding space is less isotropic compared to the pre-trained one. (4)",
-          "With the same number of directions removed, the fine-tuned space is less isotropic than the pre-trained "
-          "one.",
-          f"Global and Cluster-based: the pre-trained I(W) above the fine-tuned one {SEED_MARGIN}, each.",
-          ("margin_std",), _pairs(tables=True), _check_finetuned_less_isotropic, on_paper_values=True),
-    Claim("least_directions_cost_less", PAPER, "section 4, Table 2",
-          "By eliminating the 100 and 700 least dominant directions from a total of 768 directions, we observe a "
-          "slight drop in the performance compared to removing 12 top dominant directions. (4)",
-          "Removing the 100 or 700 least dominant directions costs the fine-tuned model less performance than "
-          "removing the 12 top ones.",
-          "Fine-tuned, Global and Cluster-based: Perf. with each count of least dominant directions removed "
-          f"({SECTION}.least_directions, beside the paper's 100 and 700) above Perf. with the top directions removed "
-          f"({SECTION}.directions) {SEED_MARGIN}, each.",
-          ("margin_std",), _pairs(tables=True), _check_least_directions_cost_less, on_paper_values=True),
-    Claim("least_directions_barely_matter", PAPER, "Table 2, caption",
-          "The results suggest the low sensitivity of the fine-tuned models to eliminating more than 90% of "
-          "directions with lower elongations. (Table 2)",
-          "Removing the least dominant directions barely moves the fine-tuned model's performance from its Baseline.",
-          "Fine-tuned, Global and Cluster-based: Perf. with each count of least dominant directions removed within "
-          "{barely_moves} Spearman points (x 100) of the Baseline's, each.",
-          ("barely_moves",), _pairs(tables=True), _check_least_directions_barely_matter, on_paper_values=True,
-          note="the project's reading: 'low sensitivity' as a change of at most claims.barely_moves points from the "
-               "Baseline, the column Table 2 sets beside them"),
+    Claim(
+        "sts_performance_rises",
+        PAPER,
+        "section 1; section 3.3; Table 1 (Baseline)",
+        "The pre-trained BERT and RoBERTa (Liu et al., 2019b) underperform static embeddings on STS, while "
+        "fine-tuning significantly boosts their performance (1) | However, fine-tuning, whether with [CLS] token or "
+        "mean-pooling method, can dramatically enhance the performance (3.3)",
+        "Fine-tuning raises STS performance (Table 1's Baseline: 84.41 against 54.14 for BERT): the premise of the "
+        "paper's other claims, which compare a model that does the task with one that does not.",
+        f"Table 1, Baseline: the fine-tuned Perf. above the pre-trained one {SEED_MARGIN}.",
+        ("margin_std",),
+        _pairs(tables=True),
+        _check_sts_performance_rises,
+        on_paper_values=True,
+    ),
+    Claim(
+        "finetuning_improves_upper_layers",
+        PAPER,
+        "section 4, Figure 1",
+        "Although fine-tuning improves isotropy, specifically in the upper layers, the distribution of embeddings "
+        "is still highly non-uniform. (4)",
+        "Fine-tuning improves isotropy, mostly in the upper layers, yet the space stays highly anisotropic.",
+        "Per seed, ln I(W) of all tokens fine-tuned less pre-trained, averaged over all layers, over the upper "
+        f"layers (above half the depth) and the upper less the lower: each above 0 {SEED_MARGIN}; and the "
+        "fine-tuned I(W) (mean over seeds) under {highly_anisotropic_iw} in every layer. Layers with a degenerate "
+        "view are left out.",
+        ("margin_std", "highly_anisotropic_iw"),
+        _pairs(tables=False),
+        _check_finetuning_improves_upper_layers,
+    ),
+    Claim(
+        "cls_more_anisotropic",
+        PAPER,
+        "section 4, Figure 1",
+        "Moreover, in most layers, the [CLS] tokens' representations are much more anisotropic than all "
+        "representations in the fine-tuned space. (4)",
+        "In most layers the fine-tuned [CLS] representations are much more anisotropic than all tokens of the "
+        "fine-tuned space.",
+        "Per layer of the fine-tuned runs, -ln I(W) of the [CLS] vectors less that of all tokens, mean over seeds, "
+        f"exceeds ln({{much_more_anisotropic}}) {SEED_MARGIN}, in more than {{most_layers}} of the layers whose "
+        "views are not degenerate.",
+        ("margin_std", "much_more_anisotropic", "most_layers"),
+        _pairs(tables=False),
+        _check_cls_more_anisotropic,
+    ),
+    Claim(
+        "roberta_more_anisotropic",
+        PAPER,
+        "section 4, Figure 1",
+        "These patterns hold for both BERT and RoBERTa, while the latter tends to be more anisotropic. (4)",
+        "RoBERTa tends to be more anisotropic than BERT.",
+        "Pre-trained, and fine-tuned (mean over seeds): -ln I(W) of all tokens of the RoBERTa pair above the BERT "
+        f"pair's {SEED_MARGIN} in more than {{most_layers}} of the layers, each.",
+        ("margin_std", "most_layers"),
+        _bert_and_roberta,
+        _check_roberta_more_anisotropic,
+    ),
+    Claim(
+        "isotropy_enhancement_hurts_finetuned",
+        PAPER,
+        "section 4, Table 1",
+        "Clearly, as opposed to pre-trained models, increasing isotropy of the fine-tuned embedding space does not "
+        "enhance performance. Instead, we observe a drop in performance. (4) | These two settings can improve the "
+        "STS performance of the pre-trained model by increasing isotropy. However, applying them to fine-tuned "
+        "CWRs leads to performance reduction. (4)",
+        "Raising the isotropy of a fine-tuned space lowers its STS performance, while for pre-trained models the "
+        "cluster-based settings raise it.",
+        "Fine-tuned: Clustering+ZM, Global and Cluster-based each raise I(W) above the Baseline's and lower Perf. "
+        f"below it {SEED_MARGIN}; pre-trained: Clustering+ZM and Cluster-based raise Perf. above the Baseline's "
+        f"{SEED_MARGIN}.",
+        ("margin_std",),
+        _pairs(tables=True),
+        _check_enhancement_hurts_finetuned,
+        on_paper_values=True,
+    ),
+    Claim(
+        "finetuned_less_isotropic",
+        PAPER,
+        "section 4, Table 1 (Global, Cluster-based)",
+        "The results of Global and Cluster-based approaches in Table 1 reveal that with equal numbers of removed "
+        "directions, the fine-tuned embedding space is less isotropic compared to the pre-trained one. (4)",
+        "With the same number of directions removed, the fine-tuned space is less isotropic than the pre-trained one.",
+        f"Global and Cluster-based: the pre-trained I(W) above the fine-tuned one {SEED_MARGIN}, each.",
+        ("margin_std",),
+        _pairs(tables=True),
+        _check_finetuned_less_isotropic,
+        on_paper_values=True,
+    ),
+    Claim(
+        "least_directions_cost_less",
+        PAPER,
+        "section 4, Table 2",
+        "By eliminating the 100 and 700 least dominant directions from a total of 768 directions, we observe a "
+        "slight drop in the performance compared to removing 12 top dominant directions. (4)",
+        "Removing the 100 or 700 least dominant directions costs the fine-tuned model less performance than "
+        "removing the 12 top ones.",
+        "Fine-tuned, Global and Cluster-based: Perf. with each count of least dominant directions removed "
+        f"({SECTION}.least_directions, beside the paper's 100 and 700) above Perf. with the top directions removed "
+        f"({SECTION}.directions) {SEED_MARGIN}, each.",
+        ("margin_std",),
+        _pairs(tables=True),
+        _check_least_directions_cost_less,
+        on_paper_values=True,
+    ),
+    Claim(
+        "least_directions_barely_matter",
+        PAPER,
+        "Table 2, caption",
+        "The results suggest the low sensitivity of the fine-tuned models to eliminating more than 90% of "
+        "directions with lower elongations. (Table 2)",
+        "Removing the least dominant directions barely moves the fine-tuned model's performance from its Baseline.",
+        "Fine-tuned, Global and Cluster-based: Perf. with each count of least dominant directions removed within "
+        "{barely_moves} Spearman points (x 100) of the Baseline's, each.",
+        ("barely_moves",),
+        _pairs(tables=True),
+        _check_least_directions_barely_matter,
+        on_paper_values=True,
+        note="the project's reading: 'low sensitivity' as a change of at most claims.barely_moves points from the "
+        "Baseline, the column Table 2 sets beside them",
+    ),
 ]

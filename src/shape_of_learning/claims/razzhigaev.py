@@ -2,12 +2,33 @@
 Transformer-Based Models" (EACL 2024), each quoted from shared/papers/000_be8d91d811304a80.txt beside its predicate."""
 
 from shape_of_learning import paths
-from shape_of_learning.claims.claim import (CHANGE, MARGIN, Claim, Group, each_model, figure_models, is_kind,
-                                            not_measurable, positions_named, summaries)
+from shape_of_learning.claims.claim import (
+    CHANGE,
+    MARGIN,
+    Claim,
+    Group,
+    each_model,
+    figure_models,
+    is_kind,
+    not_measurable,
+    positions_named,
+    summaries,
+)
 from shape_of_learning.claims.inputs import final_profile, is_id_estimator, loss_series, training_series
-from shape_of_learning.claims.predicates import (NotMeasurable, Series, Verdict, above, every, falls_from_peak,
-                                                 falls_steadily, grows_then_stabilises, interior_peak, judged, num,
-                                                 spread_ratio)
+from shape_of_learning.claims.predicates import (
+    NotMeasurable,
+    Series,
+    Verdict,
+    above,
+    every,
+    falls_from_peak,
+    falls_steadily,
+    grows_then_stabilises,
+    interior_peak,
+    judged,
+    num,
+    spread_ratio,
+)
 
 PAPER = "Razzhigaev et al. (2024)"
 ANISOTROPY = "anisotropy"  # the paper's measure (section 2.3), whatever metric a figure draws
@@ -17,19 +38,28 @@ TINYLLAMA, BLOOM_1B1 = "tinyllama-1.1b", "bloom-1b1"
 
 # --- groups: the models a claim concerns, from the config's figures ---------------------------------------------
 
+
 def _figure_1_decoders(claim: Claim, experiment, config: dict) -> list[Group]:
     models = figure_models(experiment, "anisotropy_by_layer", is_kind("decoder"))
-    return claim.group("decoders of figures.anisotropy_by_layer", models, summaries(experiment, models),
-                       "no decoder among the models of figures.anisotropy_by_layer")
+    return claim.group(
+        "decoders of figures.anisotropy_by_layer",
+        models,
+        summaries(experiment, models),
+        "no decoder among the models of figures.anisotropy_by_layer",
+    )
 
 
 def _figure_1_models(claim: Claim, experiment, config: dict) -> list[Group]:
     models = figure_models(experiment, "anisotropy_by_layer", is_kind("encoder", "decoder"))
     kinds = {model: experiment.models[model]["kind"] for model in models}
     both = {"encoder", "decoder"} <= set(kinds.values())
-    return claim.group("encoders and decoders of figures.anisotropy_by_layer", models if both else [],
-                       summaries(experiment, models), "figures.anisotropy_by_layer needs an encoder and a decoder",
-                       kinds=kinds)
+    return claim.group(
+        "encoders and decoders of figures.anisotropy_by_layer",
+        models if both else [],
+        summaries(experiment, models),
+        "figures.anisotropy_by_layer needs an encoder and a decoder",
+        kinds=kinds,
+    )
 
 
 def _series_decoders(kind: str, read_health: bool = False):
@@ -50,8 +80,14 @@ def _series_decoders(kind: str, read_health: bool = False):
         if read_health:
             files |= {f"health:{model}": ((model,), paths.health(model)) for model in metrics}
         where = f"figures.{kind}" + (" and figures.loss_across_checkpoints" if read_health else "")
-        return claim.group(f"decoders of {where}", list(metrics), files, f"no decoder in {where}", metrics=metrics,
-                           layer_average=config["figures"]["layer_average"])
+        return claim.group(
+            f"decoders of {where}",
+            list(metrics),
+            files,
+            f"no decoder in {where}",
+            metrics=metrics,
+            layer_average=config["figures"]["layer_average"],
+        )
 
     return groups
 
@@ -66,25 +102,36 @@ def _section_4_4_pair(claim: Claim, experiment, config: dict) -> list[Group]:
     found = {token: named(token)[:1] for token in (TINYLLAMA, BLOOM_1B1)}
     pair = found[TINYLLAMA] + found[BLOOM_1B1] if all(found.values()) else []
     metric = next((figure.metrics[0] for figure in experiment.figures if figure.kind == "id_across_checkpoints"), "")
-    return claim.group("TinyLlama-1.1B and Bloom-1.1B of figures.id_across_checkpoints", pair,
-                       summaries(experiment, pair), "figures.id_across_checkpoints needs TinyLlama-1.1B and "
-                       f"Bloom-1.1B (a model whose key or hub_id names {TINYLLAMA}, and one {BLOOM_1B1})",
-                       metric=metric, layer_average=config["figures"]["layer_average"])
+    return claim.group(
+        "TinyLlama-1.1B and Bloom-1.1B of figures.id_across_checkpoints",
+        pair,
+        summaries(experiment, pair),
+        "figures.id_across_checkpoints needs TinyLlama-1.1B and "
+        f"Bloom-1.1B (a model whose key or hub_id names {TINYLLAMA}, and one {BLOOM_1B1})",
+        metric=metric,
+        layer_average=config["figures"]["layer_average"],
+    )
 
 
 # --- checks: a group, a reader of the run's files, the thresholds -> a Verdict ------------------------------------
 
+
 def _layer_profile(reader, group: Group, model: str, shape: str) -> Series:
     """The model's anisotropy per layer at its final checkpoint; `shape` says what needs three layers."""
     profile = final_profile(reader.summary(group, model), model, ANISOTROPY)
-    return Series.of(profile["layer"], profile["mean"], profile["std"], positions_named("layer"), least=3,
-                     shape=shape)
+    return Series.of(profile["layer"], profile["mean"], profile["std"], positions_named("layer"), least=3, shape=shape)
 
 
 def _check_bell(group: Group, reader, settings: dict) -> Verdict:
-    return each_model(group, lambda model: interior_peak(
-        _layer_profile(reader, group, model, "a bell"), margin=settings["margin_std"],
-        min_change=settings["min_change"], within=tuple(settings["middle"])))
+    return each_model(
+        group,
+        lambda model: interior_peak(
+            _layer_profile(reader, group, model, "a bell"),
+            margin=settings["margin_std"],
+            min_change=settings["min_change"],
+            within=tuple(settings["middle"]),
+        ),
+    )
 
 
 def _check_uniform(group: Group, reader, settings: dict) -> Verdict:
@@ -95,11 +142,15 @@ def _check_uniform(group: Group, reader, settings: dict) -> Verdict:
         if means.max() <= 0:
             raise NotMeasurable(f"{model}'s anisotropy is nowhere above 0: no share of its peak to take")
         ranges[model] = float((means.max() - means.min()) / means.max())
-    side = {kind: {model: value for model, value in ranges.items() if group.arguments["kinds"][model] == kind}
-            for kind in ("encoder", "decoder")}
+    side = {
+        kind: {model: value for model, value in ranges.items() if group.arguments["kinds"][model] == kind}
+        for kind in ("encoder", "decoder")
+    }
     verdict = spread_ratio(side["encoder"], side["decoder"], max_ratio=settings["uniform_ratio"])
-    listed = "; ".join(f"{kind}s' (max - min) / max " + ", ".join(f"{model} {num(value)}" for model, value in
-                                                                   found.items()) for kind, found in side.items())
+    listed = "; ".join(
+        f"{kind}s' (max - min) / max " + ", ".join(f"{model} {num(value)}" for model, value in found.items())
+        for kind, found in side.items()
+    )
     return Verdict(verdict.holds, f"{listed}; {verdict.measured}", verdict.reason)
 
 
@@ -107,30 +158,48 @@ def _id_series(reader, group: Group, model: str, metric: str, least: int = 3) ->
     if not is_id_estimator(metric):
         raise NotMeasurable(f"{metric} is no intrinsic-dimension estimator")
     line = training_series(reader.summary(group, model), model, metric, group.arguments["layer_average"])
-    return Series.of(line["step"], line["mean"], line["std"], positions_named("step"), least=least,
-                     shape="a rise then a fall")
+    return Series.of(
+        line["step"], line["mean"], line["std"], positions_named("step"), least=least, shape="a rise then a fall"
+    )
 
 
 def _check_grows(group: Group, reader, settings: dict) -> Verdict:
     def one(model: str) -> Verdict:
         line = training_series(reader.summary(group, model), model, ANISOTROPY, group.arguments["layer_average"])
         return grows_then_stabilises(
-            Series.of(line["step"], line["mean"], line["std"], positions_named("step"), least=2,
-                      shape="growing then stabilising"), margin=settings["margin_std"],
-            stable_from=settings["stable_from"], stable_share=settings["stable_share"])
+            Series.of(
+                line["step"],
+                line["mean"],
+                line["std"],
+                positions_named("step"),
+                least=2,
+                shape="growing then stabilising",
+            ),
+            margin=settings["margin_std"],
+            stable_from=settings["stable_from"],
+            stable_share=settings["stable_share"],
+        )
 
     return each_model(group, one)
 
 
 def _rises_then_falls(group: Group, reader, settings: dict, model: str, metric: str) -> Verdict:
-    return interior_peak(_id_series(reader, group, model, metric), margin=settings["margin_std"],
-                         min_change=settings["min_change"], within=(0.0, settings["early"]))
+    return interior_peak(
+        _id_series(reader, group, model, metric),
+        margin=settings["margin_std"],
+        min_change=settings["min_change"],
+        within=(0.0, settings["early"]),
+    )
 
 
 def _check_rises_then_falls(group: Group, reader, settings: dict) -> Verdict:
     """Each decoder of Figure 4, with its estimator."""
-    return every({model: judged(_rises_then_falls, group, reader, settings, model, metrics[0])
-                  for model, metrics in group.arguments["metrics"].items()})
+    return every(
+        {
+            model: judged(_rises_then_falls, group, reader, settings, model, metrics[0])
+            for model, metrics in group.arguments["metrics"].items()
+        }
+    )
 
 
 def _check_estimators_agree(group: Group, reader, settings: dict) -> Verdict:
@@ -140,8 +209,12 @@ def _check_estimators_agree(group: Group, reader, settings: dict) -> Verdict:
         estimators = [metric for metric in metrics if is_id_estimator(metric)]
         refused += [f"{model} {metric}" for metric in metrics if metric not in estimators]
         if len(estimators) < 2:
-            parts[model] = Verdict(None, "", f"{len(estimators)} intrinsic-dimension estimator(s) among "
-                                             f"{', '.join(metrics)}: agreement needs 2 or more")
+            parts[model] = Verdict(
+                None,
+                "",
+                f"{len(estimators)} intrinsic-dimension estimator(s) among "
+                f"{', '.join(metrics)}: agreement needs 2 or more",
+            )
         for metric in estimators if len(estimators) > 1 else ():
             parts[f"{model} {metric}"] = judged(_rises_then_falls, group, reader, settings, model, metric)
     verdict = every(parts)
@@ -167,86 +240,138 @@ def _check_loss_while_id_falls(group: Group, reader, settings: dict) -> Verdict:
 
 
 def _check_tinyllama_above_bloom(group: Group, reader, settings: dict) -> Verdict:
-    tinyllama, bloom = (_id_series(reader, group, model, group.arguments["metric"], least=2)
-                        for model in group.models)
+    tinyllama, bloom = (_id_series(reader, group, model, group.arguments["metric"], least=2) for model in group.models)
     parts = {}
-    for when, index in (("at the end of training", lambda series: len(series.means) - 1),
-                        ("at its peak", lambda series: int(series.means.argmax()))):
-        parts[when] = above(tinyllama.point(index(tinyllama)), bloom.point(index(bloom)),
-                            margin=settings["margin_std"], what=f"{group.models[0]} over {group.models[1]}")
+    for when, index in (
+        ("at the end of training", lambda series: len(series.means) - 1),
+        ("at its peak", lambda series: int(series.means.argmax())),
+    ):
+        parts[when] = above(
+            tinyllama.point(index(tinyllama)),
+            bloom.point(index(bloom)),
+            margin=settings["margin_std"],
+            what=f"{group.models[0]} over {group.models[1]}",
+        )
     return every(parts)
 
 
 STEADILY = "ends lower by more than {loss_tolerance} nats and over no stretch of checkpoints rises by more"
 
 CLAIMS = [
-    Claim("decoder_bell", PAPER, "abstract; section 4.1; Figure 1",
-          "Our findings reveal that anisotropy profile in transformer decoders exhibits a distinct bell-shaped curve, "
-          "with the highest anisotropy concentrations in the middle layers. (abstract) | Decoders: In contrast to the "
-          "encoders, decoders showcase a unique bell-shaped structure, indicating that the middle layers tend to have "
-          "a higher anisotropy concentration among all examined models. (4.1)",
-          "Decoders' anisotropy across layers is bell-shaped, highest in the middle layers.",
-          "At its final checkpoint each decoder's anisotropy has one interior peak: above layer 0 and its last layer "
-          f"{CHANGE} each, rising up to it and falling after it (no second peak by as much), at a relative depth "
-          "(layer / layers) strictly between {middle[0]} and {middle[1]}; where every interior layer lies between "
-          "them (4 layers or fewer for 0.2 and 0.8), not measurable.",
-          ("margin_std", "min_change", "middle"), _figure_1_decoders, _check_bell),
-    Claim("encoder_uniform", PAPER, "abstract; Figure 1",
-          "This pattern diverges from the more uniformly distributed anisotropy observed in encoders. (abstract)",
-          "Encoders' anisotropy is more uniform across layers than decoders'.",
-          "At the final checkpoints, the encoders' median range of anisotropy across layers as a share of its peak "
-          "((max - min) / max of the per-layer means) is at most {uniform_ratio} x the decoders' median.",
-          ("uniform_ratio",), _figure_1_models, _check_uniform),
-    Claim("anisotropy_grows_then_stabilises", PAPER, "section 4.2; Figures 2-3",
-          "The consistent growth pattern, followed by stabilization, is observed across various models, suggesting "
-          "an inherent characteristic of the language modeling training dynamics of decoders. (4.2)",
-          "Decoders' anisotropy grows during training, then stabilises.",
-          "Each decoder's anisotropy, mean over layers (figures.layer_average), lies higher at its last checkpoint "
-          f"than at its first {MARGIN} (its rise); once that far above its first checkpoint it never falls below an "
-          "earlier checkpoint by as much and by more than {stable_share} x its rise; and from {stable_from} x its "
-          "last step on it moves (max - min) by at most {stable_share} x its rise, or by less than the margin.",
-          ("margin_std", "stable_from", "stable_share"),
-          _series_decoders("profile_across_checkpoints"), _check_grows),
-    Claim("id_rises_then_falls", PAPER, "abstract; section 4.3; Figure 4",
-          "The initial stages exhibit a sharp rise, indicating the model's attempt to map the information to higher "
-          "dimensional spaces. However, as training progresses, there is a notable decline, suggesting a subsequent "
-          "phase where the model compresses this information, refining more compact concepts. (4.3)",
-          "The layer-averaged intrinsic dimension rises early in training, then falls.",
-          "Each decoder's intrinsic dimension (the figure's estimator), mean over layers (figures.layer_average), has "
-          f"one interior peak over its checkpoints: above its first and its last {CHANGE} each, rising up to it and "
-          "falling after it (no second peak by as much), at a step before {early} x its last step.",
-          ("margin_std", "min_change", "early"), _series_decoders("id_across_checkpoints"), _check_rises_then_falls),
-    Claim("id_estimators_agree", PAPER, "section 2.4; appendix A, Figure 5",
-          "All three local methods show correlating results in our experiments. (2.4)",
-          "The rise and fall of the intrinsic dimension holds for all three estimators (TwoNN, MADA, MoM).",
-          "The predicate of id_rises_then_falls holds for every intrinsic-dimension estimator the figure draws, for "
-          "each of its decoders; fewer than 2 estimators (another metric is none) is not measurable.",
-          ("margin_std", "min_change", "early"), _series_decoders("id_estimators"), _check_estimators_agree),
-    Claim("loss_improves_while_id_falls", PAPER, "section 3.3 (citing section 4.3 and Figure 5)",
-          "This findings is on par with our observations regarding the two-phase training of the language models, "
-          "where the intrinsic dimension experiences initial growth followed by a subsequent decline. Notably, during "
-          "this phase, the model's performance exhibits steady improvement (3.3)",
-          "Performance improves steadily while the intrinsic dimension falls.",
-          "Each decoder's intrinsic dimension (Figure 4's estimator, mean over layers) falls from its peak to its "
-          f"last checkpoint {CHANGE}; and from that peak on, its loss on the corpus windows (extraction.loss), at "
-          f"every checkpoint with a loss whatever its health, {STEADILY}.",
-          ("margin_std", "min_change", "loss_tolerance"),
-          _series_decoders("id_across_checkpoints", read_health=True), _check_loss_while_id_falls,
-          note="the project's reading: the 'performance' of section 3.3 is the loss on the corpus windows, the "
-               "pipeline's one measure of it"),
-    Claim("tinyllama_id_above_bloom", PAPER, "section 4.4",
-          "It is noteworthy that there is a considerable difference among models with the same number of parameters "
-          "(Bloom-1.1B and TinyLlama-1.1B), each featuring distinct architectural configurations. The intrinsic "
-          "dimension of the latter is higher both at the end of training and at its peak. (4.4)",
-          "TinyLlama-1.1B's intrinsic dimension is higher than Bloom-1.1B's, at the end of training and at its peak.",
-          "TinyLlama-1.1B's intrinsic dimension (Figure 4's estimator, mean over layers) above Bloom-1.1B's at their "
-          f"last checkpoints and at their peaks {MARGIN}, each.",
-          ("margin_std",), _section_4_4_pair, _check_tinyllama_above_bloom),
-    Claim("id_unlinked_to_warmup", PAPER, "section 4.4",
-          "The obtained results also lead to the conclusion that the growth and the decline of the intrinsic "
-          "dimension do not show correlation with the warmup period in the learning rate scheduler. (4.4)",
-          "The rise and fall of the intrinsic dimension is not linked to the learning-rate warm-up.",
-          "None: the run does not know the models' learning-rate schedules.", (),
-          not_measurable("the run records no learning-rate schedule: the warm-up of each model's pre-training is "
-                         "none of its inputs, so a correlation with it cannot be measured")),
+    Claim(
+        "decoder_bell",
+        PAPER,
+        "abstract; section 4.1; Figure 1",
+        "Our findings reveal that anisotropy profile in transformer decoders exhibits a distinct bell-shaped curve, "
+        "with the highest anisotropy concentrations in the middle layers. (abstract) | Decoders: In contrast to the "
+        "encoders, decoders showcase a unique bell-shaped structure, indicating that the middle layers tend to have "
+        "a higher anisotropy concentration among all examined models. (4.1)",
+        "Decoders' anisotropy across layers is bell-shaped, highest in the middle layers.",
+        "At its final checkpoint each decoder's anisotropy has one interior peak: above layer 0 and its last layer "
+        f"{CHANGE} each, rising up to it and falling after it (no second peak by as much), at a relative depth "
+        "(layer / layers) strictly between {middle[0]} and {middle[1]}; where every interior layer lies between "
+        "them (4 layers or fewer for 0.2 and 0.8), not measurable.",
+        ("margin_std", "min_change", "middle"),
+        _figure_1_decoders,
+        _check_bell,
+    ),
+    Claim(
+        "encoder_uniform",
+        PAPER,
+        "abstract; Figure 1",
+        "This pattern diverges from the more uniformly distributed anisotropy observed in encoders. (abstract)",
+        "Encoders' anisotropy is more uniform across layers than decoders'.",
+        "At the final checkpoints, the encoders' median range of anisotropy across layers as a share of its peak "
+        "((max - min) / max of the per-layer means) is at most {uniform_ratio} x the decoders' median.",
+        ("uniform_ratio",),
+        _figure_1_models,
+        _check_uniform,
+    ),
+    Claim(
+        "anisotropy_grows_then_stabilises",
+        PAPER,
+        "section 4.2; Figures 2-3",
+        "The consistent growth pattern, followed by stabilization, is observed across various models, suggesting "
+        "an inherent characteristic of the language modeling training dynamics of decoders. (4.2)",
+        "Decoders' anisotropy grows during training, then stabilises.",
+        "Each decoder's anisotropy, mean over layers (figures.layer_average), lies higher at its last checkpoint "
+        f"than at its first {MARGIN} (its rise); once that far above its first checkpoint it never falls below an "
+        "earlier checkpoint by as much and by more than {stable_share} x its rise; and from {stable_from} x its "
+        "last step on it moves (max - min) by at most {stable_share} x its rise, or by less than the margin.",
+        ("margin_std", "stable_from", "stable_share"),
+        _series_decoders("profile_across_checkpoints"),
+        _check_grows,
+    ),
+    Claim(
+        "id_rises_then_falls",
+        PAPER,
+        "abstract; section 4.3; Figure 4",
+        "The initial stages exhibit a sharp rise, indicating the model's attempt to map the information to higher "
+        "dimensional spaces. However, as training progresses, there is a notable decline, suggesting a subsequent "
+        "phase where the model compresses this information, refining more compact concepts. (4.3)",
+        "The layer-averaged intrinsic dimension rises early in training, then falls.",
+        "Each decoder's intrinsic dimension (the figure's estimator), mean over layers (figures.layer_average), has "
+        f"one interior peak over its checkpoints: above its first and its last {CHANGE} each, rising up to it and "
+        "falling after it (no second peak by as much), at a step before {early} x its last step.",
+        ("margin_std", "min_change", "early"),
+        _series_decoders("id_across_checkpoints"),
+        _check_rises_then_falls,
+    ),
+    Claim(
+        "id_estimators_agree",
+        PAPER,
+        "section 2.4; appendix A, Figure 5",
+        "All three local methods show correlating results in our experiments. (2.4)",
+        "The rise and fall of the intrinsic dimension holds for all three estimators (TwoNN, MADA, MoM).",
+        "The predicate of id_rises_then_falls holds for every intrinsic-dimension estimator the figure draws, for "
+        "each of its decoders; fewer than 2 estimators (another metric is none) is not measurable.",
+        ("margin_std", "min_change", "early"),
+        _series_decoders("id_estimators"),
+        _check_estimators_agree,
+    ),
+    Claim(
+        "loss_improves_while_id_falls",
+        PAPER,
+        "section 3.3 (citing section 4.3 and Figure 5)",
+        "This findings is on par with our observations regarding the two-phase training of the language models, "
+        "where the intrinsic dimension experiences initial growth followed by a subsequent decline. Notably, during "
+        "this phase, the model's performance exhibits steady improvement (3.3)",
+        "Performance improves steadily while the intrinsic dimension falls.",
+        "Each decoder's intrinsic dimension (Figure 4's estimator, mean over layers) falls from its peak to its "
+        f"last checkpoint {CHANGE}; and from that peak on, its loss on the corpus windows (extraction.loss), at "
+        f"every checkpoint with a loss whatever its health, {STEADILY}.",
+        ("margin_std", "min_change", "loss_tolerance"),
+        _series_decoders("id_across_checkpoints", read_health=True),
+        _check_loss_while_id_falls,
+        note="the project's reading: the 'performance' of section 3.3 is the loss on the corpus windows, the "
+        "pipeline's one measure of it",
+    ),
+    Claim(
+        "tinyllama_id_above_bloom",
+        PAPER,
+        "section 4.4",
+        "It is noteworthy that there is a considerable difference among models with the same number of parameters "
+        "(Bloom-1.1B and TinyLlama-1.1B), each featuring distinct architectural configurations. The intrinsic "
+        "dimension of the latter is higher both at the end of training and at its peak. (4.4)",
+        "TinyLlama-1.1B's intrinsic dimension is higher than Bloom-1.1B's, at the end of training and at its peak.",
+        "TinyLlama-1.1B's intrinsic dimension (Figure 4's estimator, mean over layers) above Bloom-1.1B's at their "
+        f"last checkpoints and at their peaks {MARGIN}, each.",
+        ("margin_std",),
+        _section_4_4_pair,
+        _check_tinyllama_above_bloom,
+    ),
+    Claim(
+        "id_unlinked_to_warmup",
+        PAPER,
+        "section 4.4",
+        "The obtained results also lead to the conclusion that the growth and the decline of the intrinsic "
+        "dimension do not show correlation with the warmup period in the learning rate scheduler. (4.4)",
+        "The rise and fall of the intrinsic dimension is not linked to the learning-rate warm-up.",
+        "None: the run does not know the models' learning-rate schedules.",
+        (),
+        not_measurable(
+            "the run records no learning-rate schedule: the warm-up of each model's pre-training is "
+            "none of its inputs, so a correlation with it cannot be measured"
+        ),
+    ),
 ]

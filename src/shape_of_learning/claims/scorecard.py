@@ -24,8 +24,22 @@ logger = logging.getLogger(__name__)
 # measurable, or error (the check raised: a defect); reason: why not (empty where it holds); on_paper_values: the
 # same predicate on the paper's own numbers, where the run's tables carry them (Rajaee & Pilehvar's Tables 1-2);
 # note: where the reading is the project's own
-COLUMNS = ["claim", "paper", "source", "quote", "statement", "group", "models", "predicate", "thresholds", "measured",
-           "holds", "reason", "on_paper_values", "note"]
+COLUMNS = [
+    "claim",
+    "paper",
+    "source",
+    "quote",
+    "statement",
+    "group",
+    "models",
+    "predicate",
+    "thresholds",
+    "measured",
+    "holds",
+    "reason",
+    "on_paper_values",
+    "note",
+]
 
 
 def _outcome(check, group: Group, reader, settings: dict) -> tuple[str, Verdict]:
@@ -39,24 +53,40 @@ def _outcome(check, group: Group, reader, settings: dict) -> tuple[str, Verdict]
     return HOLDS[verdict.holds], verdict
 
 
-def scorecard(groups: list[Group], settings: dict, unavailable: dict[str, str] | None = None,
-              root: Path = Path(".")) -> pd.DataFrame:
+def scorecard(
+    groups: list[Group], settings: dict, unavailable: dict[str, str] | None = None, root: Path = Path(".")
+) -> pd.DataFrame:
     """One row per group (claim and models), judged on the files under `root` (the workflow's working directory);
     `settings` is the config's `claims:`, `unavailable` the models that cannot be had, with the reason."""
     reader, rows = Reader(root, unavailable), []
     for group in groups:
         claim = CLAIMS[group.claim]
-        holds, verdict = ((HOLDS[None], Verdict(None, "", group.empty)) if group.empty else
-                          _outcome(claim.check, group, reader, settings))
+        holds, verdict = (
+            (HOLDS[None], Verdict(None, "", group.empty))
+            if group.empty
+            else _outcome(claim.check, group, reader, settings)
+        )
         paper = ""
         if claim.on_paper_values and group.arguments.get("paper"):
             paper = _outcome(claim.check, group, PaperValues(reader), settings)[0]
-        rows.append({"claim": claim.name, "paper": claim.paper, "source": claim.source, "quote": claim.quote,
-                     "statement": claim.statement, "group": group.label, "models": ", ".join(group.models),
-                     "predicate": claim.predicate.format(**settings),
-                     "thresholds": "; ".join(f"claims.{key}: {settings[key]}" for key in claim.thresholds),
-                     "measured": verdict.measured, "holds": holds, "reason": verdict.reason,
-                     "on_paper_values": paper, "note": claim.note})
+        rows.append(
+            {
+                "claim": claim.name,
+                "paper": claim.paper,
+                "source": claim.source,
+                "quote": claim.quote,
+                "statement": claim.statement,
+                "group": group.label,
+                "models": ", ".join(group.models),
+                "predicate": claim.predicate.format(**settings),
+                "thresholds": "; ".join(f"claims.{key}: {settings[key]}" for key in claim.thresholds),
+                "measured": verdict.measured,
+                "holds": holds,
+                "reason": verdict.reason,
+                "on_paper_values": paper,
+                "note": claim.note,
+            }
+        )
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -66,10 +96,12 @@ def errors(card: pd.DataFrame) -> pd.DataFrame:
 
 
 def tally(card: pd.DataFrame) -> str:
-    """"13 rows: 5 hold, 6 do not, 2 not measurable" (", 1 error" where a check raised)."""
+    """ "13 rows: 5 hold, 6 do not, 2 not measurable" (", 1 error" where a check raised)."""
     counts = card["holds"].value_counts()
-    found = (f"{len(card)} rows: {counts.get(HOLDS[True], 0)} hold, {counts.get(HOLDS[False], 0)} do not, "
-             f"{counts.get(HOLDS[None], 0)} not measurable")
+    found = (
+        f"{len(card)} rows: {counts.get(HOLDS[True], 0)} hold, {counts.get(HOLDS[False], 0)} do not, "
+        f"{counts.get(HOLDS[None], 0)} not measurable"
+    )
     return found + (f", {counts[ERROR]} error" if ERROR in counts else "")
 
 
@@ -79,32 +111,57 @@ def lines(card: pd.DataFrame) -> list[str]:
     found = [f"claims: {tally(card)}"]
     for row in card.itertuples():
         found.append(f"  {row.holds:<14} {row.claim} ({row.paper}, {row.source}): {row.group}")
-        found += [f"{'':17}{label}: {text}" for label, text in (("measured", row.measured), ("why", row.reason),
-                  ("on the paper's numbers", row.on_paper_values)) if text]
+        found += [
+            f"{'':17}{label}: {text}"
+            for label, text in (
+                ("measured", row.measured),
+                ("why", row.reason),
+                ("on the paper's numbers", row.on_paper_values),
+            )
+            if text
+        ]
     return found
 
 
-STYLE = ("td.yes {background: #d9f2d9} td.no {background: #f8d7d7} td.not-measurable {background: #eee} "
-         "td.error {background: #f5c06f} td {text-align: left; vertical-align: top; max-width: 40em}")
+STYLE = (
+    "td.yes {background: #d9f2d9} td.no {background: #f8d7d7} td.not-measurable {background: #eee} "
+    "td.error {background: #f5c06f} td {text-align: left; vertical-align: top; max-width: 40em}"
+)
 
 
 def render(card: pd.DataFrame, title: str) -> str:
     """The report's claims page: one table row per scorecard row, what holds coloured."""
-    header = ["holds", "claim", "paper, where", "group", "measured", "why not", "on the paper's numbers",
-              "predicate (thresholds)"]
+    header = [
+        "holds",
+        "claim",
+        "paper, where",
+        "group",
+        "measured",
+        "why not",
+        "on the paper's numbers",
+        "predicate (thresholds)",
+    ]
     body = []
     for row in card.itertuples():
-        claim = (f"<b>{escape(row.claim)}</b><br>{escape(row.statement)}<br><small>&ldquo;{escape(row.quote)}&rdquo;"
-                 "</small>")
+        claim = (
+            f"<b>{escape(row.claim)}</b><br>{escape(row.statement)}<br><small>&ldquo;{escape(row.quote)}&rdquo;</small>"
+        )
         if row.note:
             claim += f"<br><i>{escape(row.note)}</i>"
-        cells = [f"<td class='{row.holds.replace(' ', '-')}'>{escape(row.holds)}</td>", f"<td>{claim}</td>",
-                 f"<td>{escape(row.paper)}, {escape(row.source)}</td>",
-                 f"<td>{escape(row.group)}<br><small>{escape(row.models)}</small></td>",
-                 *(f"<td>{escape(text)}</td>" for text in (row.measured, row.reason, row.on_paper_values)),
-                 f"<td>{escape(row.predicate)} <small>({escape(row.thresholds)})</small></td>"]
+        cells = [
+            f"<td class='{row.holds.replace(' ', '-')}'>{escape(row.holds)}</td>",
+            f"<td>{claim}</td>",
+            f"<td>{escape(row.paper)}, {escape(row.source)}</td>",
+            f"<td>{escape(row.group)}<br><small>{escape(row.models)}</small></td>",
+            *(f"<td>{escape(text)}</td>" for text in (row.measured, row.reason, row.on_paper_values)),
+            f"<td>{escape(row.predicate)} <small>({escape(row.thresholds)})</small></td>",
+        ]
         body.append(f"<tr>{''.join(cells)}</tr>")
-    table = (f"<h3>{escape(title)}</h3><p>{escape(tally(card))}</p><table><thead><tr>"
-             + "".join(f"<th>{name}</th>" for name in header) + "</tr></thead><tbody>" + "\n".join(body)
-             + "</tbody></table>")
+    table = (
+        f"<h3>{escape(title)}</h3><p>{escape(tally(card))}</p><table><thead><tr>"
+        + "".join(f"<th>{name}</th>" for name in header)
+        + "</tr></thead><tbody>"
+        + "\n".join(body)
+        + "</tbody></table>"
+    )
     return document(table, title=title, style=STYLE)

@@ -17,12 +17,15 @@ def gensim_test_file(name: str) -> Path:
     try:
         import gensim
     except ImportError as error:
-        raise ImportError("the demo's offline data comes with gensim: pip install gensim, a dependency of the demo "
-                          "(requirements/demo.txt)") from error
+        raise ImportError(
+            "the demo's offline data comes with gensim: pip install gensim, a dependency of the demo "
+            "(requirements/demo.txt)"
+        ) from error
     path = Path(gensim.__file__).parent / "test" / "test_data" / name
     if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing from this gensim {gensim.__version__} install; reinstall "
-                                "gensim (requirements/demo.txt)")
+        raise FileNotFoundError(
+            f"{path} is missing from this gensim {gensim.__version__} install; reinstall gensim (requirements/demo.txt)"
+        )
     return path
 
 
@@ -31,6 +34,16 @@ def gensim_sample_path() -> Path:
     return gensim_test_file(GENSIM_WIKI_SAMPLE)
 
 
-__all__ = ["MODALITIES", "ChecksumError", "CorpusUnavailableError", "clean_dump", "clean_wikitext",
-           "gensim_sample_path", "gensim_test_file", "obtain", "read_windows", "sample_windows",
-           "write_windows"]
+__all__ = [
+    "MODALITIES",
+    "ChecksumError",
+    "CorpusUnavailableError",
+    "clean_dump",
+    "clean_wikitext",
+    "gensim_sample_path",
+    "gensim_test_file",
+    "obtain",
+    "read_windows",
+    "sample_windows",
+    "write_windows",
+]

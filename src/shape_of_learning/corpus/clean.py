@@ -39,17 +39,22 @@ _REDIRECT = re.compile(rb"\s*#redirect", re.IGNORECASE)
 
 _COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
 # Elements dropped with their content: footnotes, formulas, code, galleries, and HTML tables.
-_DROPPED_TAGS = ("ref|references|math|chem|ce|code|pre|source|syntaxhighlight|timeline|gallery|imagemap|hiero|"
-                 "score|graph|includeonly|table")
-_DROPPED_ELEMENT = re.compile(rf"<(?:{_DROPPED_TAGS})\b[^<>]*?/>|<({_DROPPED_TAGS})\b[^<>]*>.*?</\1\s*>",
-                              re.DOTALL | re.IGNORECASE)
+_DROPPED_TAGS = (
+    "ref|references|math|chem|ce|code|pre|source|syntaxhighlight|timeline|gallery|imagemap|hiero|"
+    "score|graph|includeonly|table"
+)
+_DROPPED_ELEMENT = re.compile(
+    rf"<(?:{_DROPPED_TAGS})\b[^<>]*?/>|<({_DROPPED_TAGS})\b[^<>]*>.*?</\1\s*>", re.DOTALL | re.IGNORECASE
+)
 # Template braces anywhere; table braces only at line start, as MediaWiki parses them ("{{x|}}" holds no table end).
 _BRACE_TOKEN = re.compile(r"\{\{|\}\}|^[ \t:]*\{\||^[ \t]*\|\}(?!\})", re.MULTILINE)
 # Rows of a table whose "{|" came from a template ({{office-table}}) survive the brace scan; they start with | or !.
 _TABLE_ROW = re.compile(r"^[ \t]*[|!].*$", re.MULTILINE)
 # "[url label]" -> label; the label may hold wikilinks, resolved later.
-_EXTERNAL_LINK = re.compile(r"\[(?:(?:https?|ftp|news|irc|gopher|mailto):|//)[^\s\[\]]*"
-                            r"(?:[ \t]+([^\[\]\n]*(?:\[\[[^\[\]\n]*\]\][^\[\]\n]*)*))?\]")
+_EXTERNAL_LINK = re.compile(
+    r"\[(?:(?:https?|ftp|news|irc|gopher|mailto):|//)[^\s\[\]]*"
+    r"(?:[ \t]+([^\[\]\n]*(?:\[\[[^\[\]\n]*\]\][^\[\]\n]*)*))?\]"
+)
 _BARE_URL = re.compile(r"\b(?:https?|ftp)://[^\s\]]*")
 # A link with no "[[" inside (single-bracket groups allowed), so caption links resolve before their image link.
 _INNERMOST_LINK = re.compile(r"\[\[([^\[\]]*(?:\[[^\[\]]*\][^\[\]]*)*)\]\]")
@@ -77,7 +82,7 @@ def _drop_templates_and_tables(text: str) -> str:
         if depth is None:  # stray closer
             spans.append((token.start(), token.end()))
             continue
-        spans += [(start, end) for _, start, end in open_tokens[depth + 1:]]  # openers never closed inside it
+        spans += [(start, end) for _, start, end in open_tokens[depth + 1 :]]  # openers never closed inside it
         spans.append((open_tokens[depth][1], token.end()))
         del open_tokens[depth:]
     spans += [(start, end) for _, start, end in open_tokens]
@@ -143,7 +148,7 @@ def _between(piece: bytes, start_tag: bytes, end_tag: bytes) -> bytes | None:
         return None
     start += len(start_tag)
     end = piece.find(end_tag, start)
-    return piece[start:end if end >= 0 else len(piece)]
+    return piece[start : end if end >= 0 else len(piece)]
 
 
 def _page_wikitext(piece: bytes) -> bytes:
@@ -152,16 +157,16 @@ def _page_wikitext(piece: bytes) -> bytes:
     if start < 0:
         return b""
     open_end = piece.find(b">", start)
-    if open_end < 0 or piece[open_end - 1:open_end] == b"/":
+    if open_end < 0 or piece[open_end - 1 : open_end] == b"/":
         return b""
     end = piece.find(b"</text>", open_end)
-    return piece[open_end + 1:end if end >= 0 else len(piece)]
+    return piece[open_end + 1 : end if end >= 0 else len(piece)]
 
 
 def _article_prose(piece: bytes, title: bytes, namespace_prefixes: dict[bytes, int], stats: dict) -> str | None:
     """A page's prose, or None for a page that is not an article with prose (counted in `stats` by why)."""
     ns = _between(piece, b"<ns>", b"</ns>")
-    prefix = title[:title.find(b":") + 1]
+    prefix = title[: title.find(b":") + 1]
     if (int(ns) if ns is not None else namespace_prefixes.get(prefix, 0)) != 0:
         stats["other_namespaces"] += 1
         return None
@@ -199,12 +204,27 @@ def clean_dump(src: Path, text_out: Path, stats_out: Path) -> dict:
     byte_counts = np.zeros(256, dtype=np.int64)
     sha_in, sha_out = hashlib.sha256(), hashlib.sha256()
     chars_out: set[str] = set()
-    stats = dict.fromkeys(("bytes_in", "bytes_out", "pages", "pages_in", "redirects", "other_namespaces",
-                           "empty_pages", "invalid_utf8_pages"), 0)
+    stats = dict.fromkeys(
+        (
+            "bytes_in",
+            "bytes_out",
+            "pages",
+            "pages_in",
+            "redirects",
+            "other_namespaces",
+            "empty_pages",
+            "invalid_utf8_pages",
+        ),
+        0,
+    )
     namespace_prefixes: dict[bytes, int] = {}
 
-    with open_decompressed(src) as stream, atomic_path(text_out) as text_tmp, open(text_tmp, "wb") as out, \
-            tqdm(desc=f"cleaning {src.name}", unit="B", unit_scale=True) as progress:
+    with (
+        open_decompressed(src) as stream,
+        atomic_path(text_out) as text_tmp,
+        open(text_tmp, "wb") as out,
+        tqdm(desc=f"cleaning {src.name}", unit="B", unit_scale=True) as progress,
+    ):
 
         def count_block(block: bytes) -> None:
             byte_counts[:] += np.bincount(np.frombuffer(block, dtype=np.uint8), minlength=256)
@@ -215,8 +235,9 @@ def clean_dump(src: Path, text_out: Path, stats_out: Path) -> dict:
         for piece in _pieces(stream, count_block):
             title = _between(piece, b"<title>", b"</title>")
             if title is None:  # the header before the first page
-                namespace_prefixes.update((name.strip() + b":", int(key)) for key, name in _NAMESPACE.findall(piece)
-                                          if name.strip())
+                namespace_prefixes.update(
+                    (name.strip() + b":", int(key)) for key, name in _NAMESPACE.findall(piece) if name.strip()
+                )
                 continue
             stats["pages_in"] += 1
             prose = _article_prose(piece, title, namespace_prefixes, stats)
@@ -231,11 +252,23 @@ def clean_dump(src: Path, text_out: Path, stats_out: Path) -> dict:
 
     if stats["pages"]:
         chars_out.add("\n")
-    stats.update(distinct_bytes_in=int(np.count_nonzero(byte_counts)), distinct_chars_out=len(chars_out),
-                 sha256_in=sha_in.hexdigest(), sha256_out=sha_out.hexdigest(),
-                 seconds=round(time.perf_counter() - started, 3), source=str(src))
+    stats.update(
+        distinct_bytes_in=int(np.count_nonzero(byte_counts)),
+        distinct_chars_out=len(chars_out),
+        sha256_in=sha_in.hexdigest(),
+        sha256_out=sha_out.hexdigest(),
+        seconds=round(time.perf_counter() - started, 3),
+        source=str(src),
+    )
     with atomic_path(stats_out) as stats_tmp:
         stats_tmp.write_text(json.dumps(stats, indent=2) + "\n")
-    logger.info("cleaned %s: %d of %d pages, %d -> %d bytes in %.1f s", src, stats["pages"], stats["pages_in"],
-                stats["bytes_in"], stats["bytes_out"], stats["seconds"])
+    logger.info(
+        "cleaned %s: %d of %d pages, %d -> %d bytes in %.1f s",
+        src,
+        stats["pages"],
+        stats["pages_in"],
+        stats["bytes_in"],
+        stats["bytes_out"],
+        stats["seconds"],
+    )
     return stats

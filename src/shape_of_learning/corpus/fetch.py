@@ -34,8 +34,10 @@ class CorpusUnavailableError(RuntimeError):
 
 
 def _how_to_supply(what: str) -> str:
-    return (f"Download {what} on a machine with network access and set `corpus: local_path: /path/to/it` in "
-            "config.yaml (a .zip, .bz2, .gz or the plain XML all work).")
+    return (
+        f"Download {what} on a machine with network access and set `corpus: local_path: /path/to/it` in "
+        "config.yaml (a .zip, .bz2, .gz or the plain XML all work)."
+    )
 
 
 def _digests(path: Path) -> dict:
@@ -50,8 +52,11 @@ def _digests(path: Path) -> dict:
 
 def _mismatches(path: Path, expected: dict) -> list[str]:
     actual = _digests(path)
-    return [f"{key}: expected {value}, got {actual[key]}" for key, value in expected.items()
-            if value is not None and actual[key] != value]
+    return [
+        f"{key}: expected {value}, got {actual[key]}"
+        for key, value in expected.items()
+        if value is not None and actual[key] != value
+    ]
 
 
 def _verify(path: Path, expected: dict, *, ours: bool) -> None:
@@ -75,11 +80,14 @@ def _download(url: str, dest: Path, attempts: int) -> None:
         network.retry(lambda: _download_once(url, dest), what=f"download of {url}", attempts=attempts)
     except Exception as error:
         if network.is_transient(error):
-            raise CorpusUnavailableError(f"could not download {url} after {attempts} attempts (last error: {error}); "
-                                         f"this machine may be offline. {_how_to_supply(url)}") from error
+            raise CorpusUnavailableError(
+                f"could not download {url} after {attempts} attempts (last error: {error}); "
+                f"this machine may be offline. {_how_to_supply(url)}"
+            ) from error
         if isinstance(error, urllib.error.HTTPError):
-            raise CorpusUnavailableError(f"{url}: HTTP {error.code} {error.reason}. Check `corpus: url:`. "
-                                         f"{_how_to_supply(url)}") from error
+            raise CorpusUnavailableError(
+                f"{url}: HTTP {error.code} {error.reason}. Check `corpus: url:`. {_how_to_supply(url)}"
+            ) from error
         raise
 
 
@@ -102,8 +110,10 @@ def _download_once(url: str, dest: Path) -> None:
             have = 0
         length = response.headers.get("Content-Length")
         total = have + int(length) if length is not None else None
-        with open(part, "ab" if have else "wb") as out, \
-                tqdm(desc=dest.name, total=total, initial=have, unit="B", unit_scale=True) as progress:
+        with (
+            open(part, "ab" if have else "wb") as out,
+            tqdm(desc=dest.name, total=total, initial=have, unit="B", unit_scale=True) as progress,
+        ):
             while chunk := response.read(_CHUNK_BYTES):
                 out.write(chunk)
                 progress.update(len(chunk))
@@ -120,8 +130,10 @@ def _zip_member(archive: zipfile.ZipFile, dest: Path) -> str:
     named = [name for name in files if Path(name).name in (dest.name, dest.stem)]
     if len(named) == 1:
         return named[0]
-    raise ValueError(f"{archive.filename} holds {len(files)} files {files[:5]}; expected one, or one named "
-                     f"{dest.name!r} or {dest.stem!r} like the destination")
+    raise ValueError(
+        f"{archive.filename} holds {len(files)} files {files[:5]}; expected one, or one named "
+        f"{dest.name!r} or {dest.stem!r} like the destination"
+    )
 
 
 def _decompress(source: Path, part: Path, dest: Path) -> None:
@@ -138,8 +150,17 @@ def _decompress(source: Path, part: Path, dest: Path) -> None:
             shutil.copyfileobj(stream, out, _CHUNK_BYTES)
 
 
-def obtain(dest: Path, *, url: str | None, local_path: str | Path | None, size: int | None, md5: str | None,
-           sha256: str | None, archive_sha256: str | None = None, attempts: int = 5) -> Path:
+def obtain(
+    dest: Path,
+    *,
+    url: str | None,
+    local_path: str | Path | None,
+    size: int | None,
+    md5: str | None,
+    sha256: str | None,
+    archive_sha256: str | None = None,
+    attempts: int = 5,
+) -> Path:
     """Produce the verified, uncompressed dump at `dest` and return `dest`.
 
     Source: `local_path` if given (wins over `url`), otherwise `url`, downloaded to ``<dest dir>/downloads/<name>``
@@ -164,15 +185,18 @@ def obtain(dest: Path, *, url: str | None, local_path: str | Path | None, size: 
     if local_path is not None:
         source = Path(local_path).expanduser()
         if not source.is_file():
-            raise FileNotFoundError(f"`corpus: local_path: {local_path}` does not exist. Point it at a copy of the "
-                                    f"corpus{f' (from {url})' if url else ''}, or remove the key to download it.")
+            raise FileNotFoundError(
+                f"`corpus: local_path: {local_path}` does not exist. Point it at a copy of the "
+                f"corpus{f' (from {url})' if url else ''}, or remove the key to download it."
+            )
     elif url is not None:
         source = dest.parent / "downloads" / (Path(urlparse(url).path).name or "download")
         if not (source.is_file() and not _mismatches(source, {"sha256": archive_sha256})):
             _download(url, source, attempts)
     else:
-        raise CorpusUnavailableError(f"no source for {dest}: set `corpus: url:` or `corpus: local_path:` in "
-                                     "config.yaml.")
+        raise CorpusUnavailableError(
+            f"no source for {dest}: set `corpus: url:` or `corpus: local_path:` in config.yaml."
+        )
     _verify(source, {"sha256": archive_sha256}, ours=local_path is None)
     logger.info("extracting %s to %s", source, dest)
     part = dest.with_name(dest.name + ".part")

@@ -48,8 +48,10 @@ def sample_media(spec: dict, modality: str) -> pd.DataFrame:
     else:
         raise ValueError(f"{modality}_corpus needs `local_path` (a folder or .zip/.tar archive of {modality} files)")
     if len(names) < count:
-        raise ValueError(f"{source} holds {len(names)} {modality} files ({', '.join(EXTENSIONS[modality])}), fewer "
-                         f"than {modality}_corpus.count={count}; lower the count or add files")
+        raise ValueError(
+            f"{source} holds {len(names)} {modality} files ({', '.join(EXTENSIONS[modality])}), fewer "
+            f"than {modality}_corpus.count={count}; lower the count or add files"
+        )
     chosen = np.random.default_rng(seed).choice(len(names), size=count, replace=False)
     rows = []
     for item, index in enumerate(chosen.tolist()):
@@ -57,8 +59,9 @@ def sample_media(spec: dict, modality: str) -> pd.DataFrame:
         try:
             decode_image(data) if modality == "image" else decode_audio(data, None)
         except Exception as error:
-            raise ValueError(f"{source}: {names[index]} is not a readable {modality} file ({error}); remove it or "
-                             "replace the corpus") from error
+            raise ValueError(
+                f"{source}: {names[index]} is not a readable {modality} file ({error}); remove it or replace the corpus"
+            ) from error
         rows.append((item, names[index], hashlib.sha256(data).hexdigest(), labels[index], data))
     frame = pd.DataFrame(rows, columns=["item", "name", "sha256", "label", "data"])
     frame.attrs = {"modality": modality, "seed": seed, "count": count, "source": str(source), "available": len(names)}
@@ -106,8 +109,9 @@ def decode_audio(data: bytes, sampling_rate: int | None) -> np.ndarray:
         try:
             import soundfile
         except ImportError as error:
-            raise ImportError("decoding FLAC/MP3/OGG clips needs soundfile: pip install soundfile "
-                              "(or convert the clips to WAV)") from error
+            raise ImportError(
+                "decoding FLAC/MP3/OGG clips needs soundfile: pip install soundfile (or convert the clips to WAV)"
+            ) from error
         samples, rate = soundfile.read(io.BytesIO(data), dtype="float32", always_2d=True)
     if samples.size == 0:
         raise ValueError("the clip has no samples")

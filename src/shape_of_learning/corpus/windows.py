@@ -42,8 +42,10 @@ def sample_windows(text_path: Path, n_windows: int, window_chars: int, seed: int
     text = raw.decode("utf-8")
     needed = n_windows * window_chars
     if len(text) < needed:
-        raise ValueError(f"{text_path} has {len(text):,} characters, but {n_windows:,} windows x {window_chars:,} "
-                         f"characters need {needed:,}. Lower `n_windows` or `window_chars`, or use a larger corpus.")
+        raise ValueError(
+            f"{text_path} has {len(text):,} characters, but {n_windows:,} windows x {window_chars:,} "
+            f"characters need {needed:,}. Lower `n_windows` or `window_chars`, or use a larger corpus."
+        )
     slack = min(_MAX_SNAP_CHARS, (len(text) - needed) // n_windows)
     stride = window_chars + slack
     rng = np.random.default_rng(seed)
@@ -51,13 +53,21 @@ def sample_windows(text_path: Path, n_windows: int, window_chars: int, seed: int
     corners = np.sort(rng.choice(free + n_windows, size=n_windows, replace=False))
     starts = [_next_word_start(text, int(start), slack) for start in corners + np.arange(n_windows) * (stride - 1)]
     order = rng.permutation(n_windows)
-    frame = pd.DataFrame({
-        "window": np.arange(n_windows, dtype=np.int64),
-        "start": np.asarray(starts, dtype=np.int64)[order],
-    })
-    frame["text"] = [text[start:start + window_chars] for start in frame["start"]]
-    frame.attrs = {"seed": seed, "n_windows": n_windows, "window_chars": window_chars, "source": str(text_path),
-                   "source_sha256": hashlib.sha256(raw).hexdigest(), "source_chars": len(text)}
+    frame = pd.DataFrame(
+        {
+            "window": np.arange(n_windows, dtype=np.int64),
+            "start": np.asarray(starts, dtype=np.int64)[order],
+        }
+    )
+    frame["text"] = [text[start : start + window_chars] for start in frame["start"]]
+    frame.attrs = {
+        "seed": seed,
+        "n_windows": n_windows,
+        "window_chars": window_chars,
+        "source": str(text_path),
+        "source_sha256": hashlib.sha256(raw).hexdigest(),
+        "source_chars": len(text),
+    }
     return frame
 
 
@@ -71,8 +81,10 @@ def write_windows(frame: pd.DataFrame, path: Path) -> None:
     missing = [column for column in COLUMNS if column not in frame.columns]
     needed_attrs = {"seed", "n_windows", "window_chars", "source_sha256"}
     if missing or not needed_attrs <= frame.attrs.keys():
-        raise ValueError(f"not a windows frame (missing columns {missing}, attrs "
-                         f"{sorted(needed_attrs - frame.attrs.keys())}); make it with sample_windows()")
+        raise ValueError(
+            f"not a windows frame (missing columns {missing}, attrs "
+            f"{sorted(needed_attrs - frame.attrs.keys())}); make it with sample_windows()"
+        )
     table = pa.Table.from_pandas(frame[COLUMNS], preserve_index=False)
     table = table.replace_schema_metadata({**table.schema.metadata, METADATA_KEY: json.dumps(frame.attrs).encode()})
     with atomic_path(path) as tmp:

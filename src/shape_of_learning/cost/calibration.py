@@ -48,8 +48,9 @@ class Calibration:
         does not), scaled by (batch_size / 4096)^2: distances between every pair of the batch."""
         widths, seconds = list(self.metrics_batch_s), list(self.metrics_batch_s.values())
         mean_w, mean_s = sum(widths) / len(widths), sum(seconds) / len(seconds)
-        slope = (sum((w - mean_w) * (s - mean_s) for w, s in zip(widths, seconds))
-                 / sum((w - mean_w) ** 2 for w in widths))
+        slope = sum((w - mean_w) * (s - mean_s) for w, s in zip(widths, seconds)) / sum(
+            (w - mean_w) ** 2 for w in widths
+        )
         per_batch = max(mean_s + slope * (width - mean_w), min(seconds))
         return batches * per_batch * (batch_size / METRICS_BATCH) ** 2
 
@@ -66,28 +67,31 @@ def write_rate(state_bytes: int, *measured: tuple[float, float]) -> float:
 CPU = Calibration(
     device="core",
     measured="a 2-core x86_64 machine without GPU, one thread per job, CPU time (benchmarks/cost_calibration.py "
-             "--repeats 3 --tokens 8192)",
+    "--repeats 3 --tokens 8192)",
     forward_parameters=18_915_328,  # Pythia-70M's shape: 6 blocks of width 512
     bare_tokens_per_s={"float32": 1726},
     write_bytes_per_s=3.365e8,
     load_bytes_per_s=1.090e9,
     extraction_startup_s=6.06,
     metrics_startup_s=3.26,
-    metrics_batch_s={128: 0.3031, 384: 0.4982, 768: 0.8316})
+    metrics_batch_s={128: 0.3031, 384: 0.4982, 768: 0.8316},
+)
 
 # docs/benchmarks.md, "On a GPU": extract_speed.py --model pythia-410m --tokens 131072 --batch-size 32
 # --max-length 1024; metrics_speed.py --dims 768 2560 4096 --device cuda; the demo DAG on CUDA (cuda_suite.sh):
 # extractions of 14 s and metrics jobs of 7 s whose work is a few hundredths of a second: start-up, all of it
 H200 = Calibration(
-    device="GPU", auto_dtype="bfloat16",
+    device="GPU",
+    auto_dtype="bfloat16",
     measured="one H200 with 16 CPU cores, torch 2.11 + CUDA 13 (benchmarks/cuda_suite.sh, docs/benchmarks.md); "
-             "weight loading: the cpu calibration's rate, not measured on a GPU",
+    "weight loading: the cpu calibration's rate, not measured on a GPU",
     forward_parameters=302_311_424,  # Pythia-410M's shape: 24 blocks of width 1024, 25 states stored as float16
     bare_tokens_per_s={"bfloat16": 196_642, "float32": 59_377},
     write_bytes_per_s=write_rate(25 * 1024 * 2, (196_642, 22_440), (59_377, 18_526)),
     load_bytes_per_s=CPU.load_bytes_per_s,
     extraction_startup_s=14.0,
     metrics_startup_s=7.0,
-    metrics_batch_s={768: 0.049, 2560: 0.094, 4096: 0.172})
+    metrics_batch_s={768: 0.049, 2560: 0.094, 4096: 0.172},
+)
 
 CALIBRATIONS = {"h200": H200, "cpu": CPU}

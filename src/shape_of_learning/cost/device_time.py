@@ -170,14 +170,19 @@ def runtime_min(model: str, experiment: Experiment, config: dict, job: str) -> i
     tokens = experiment.tokens_per_layer
     if job == "extraction":
         dtype = forward_dtype(entry, extraction, calibration)
-        seconds = (size.weight_bytes / calibration.load_bytes_per_s
-                   + tokens * 2 * size.forward_parameters / calibration.flops(dtype)
-                   + shard_bytes(tokens, entry["layers"], size.hidden_size, extraction["store_dtype"])
-                   / calibration.write_bytes_per_s + calibration.extraction_startup_s)
+        seconds = (
+            size.weight_bytes / calibration.load_bytes_per_s
+            + tokens * 2 * size.forward_parameters / calibration.flops(dtype)
+            + shard_bytes(tokens, entry["layers"], size.hidden_size, extraction["store_dtype"])
+            / calibration.write_bytes_per_s
+            + calibration.extraction_startup_s
+        )
     else:
         layers = max(len(layers_in_group(group)) for group in experiment.layer_groups(model))
-        seconds = (layers * calibration.metrics_layer_s(size.hidden_size, metrics["batch_size"], metrics["batches"])
-                   + calibration.metrics_startup_s)
+        seconds = (
+            layers * calibration.metrics_layer_s(size.hidden_size, metrics["batch_size"], metrics["batches"])
+            + calibration.metrics_startup_s
+        )
     return max(RUNTIME_FLOOR_MIN, -(-RUNTIME_MARGIN * int(seconds) // 60))
 
 
@@ -200,23 +205,39 @@ def estimate(experiment: Experiment, found: list[ModelVolume], config: dict, dev
         writes = volume.shard_bytes / calibration.write_bytes_per_s if volume.shard_bytes else None
         layer = calibration.metrics_layer_s(width, metrics["batch_size"], metrics["batches"]) if width else None
         per_checkpoint = [  # (downloading, loading): weights already in the HF cache download nothing
-            (0.0 if cached else d / download_rate if d is not None else None,
-             w / calibration.load_bytes_per_s if w is not None else None)
-            for d, w, cached in zip(volume.downloads, volume.weights, volume.cached)] + [(0.0, 0.0)] * baseline
-        terms = {"downloading": sum((seconds(d) for d, _ in per_checkpoint), Seconds()),
-                 "loading": sum((seconds(w) for _, w in per_checkpoint), Seconds()),
-                 "forward": _times(forward, extractions),
-                 "writes": _times(writes, extractions),
-                 "metrics": _times(layer and layer * states, extractions),
-                 "start-up": Seconds(extractions * (calibration.extraction_startup_s
-                                                    + len(groups) * calibration.metrics_startup_s))}
-        extraction_jobs = [sum(filter(None, (w, forward, writes)), calibration.extraction_startup_s)
-                           for _, w in per_checkpoint]
+            (
+                0.0 if cached else d / download_rate if d is not None else None,
+                w / calibration.load_bytes_per_s if w is not None else None,
+            )
+            for d, w, cached in zip(volume.downloads, volume.weights, volume.cached)
+        ] + [(0.0, 0.0)] * baseline
+        terms = {
+            "downloading": sum((seconds(d) for d, _ in per_checkpoint), Seconds()),
+            "loading": sum((seconds(w) for _, w in per_checkpoint), Seconds()),
+            "forward": _times(forward, extractions),
+            "writes": _times(writes, extractions),
+            "metrics": _times(layer and layer * states, extractions),
+            "start-up": Seconds(
+                extractions * (calibration.extraction_startup_s + len(groups) * calibration.metrics_startup_s)
+            ),
+        }
+        extraction_jobs = [
+            sum(filter(None, (w, forward, writes)), calibration.extraction_startup_s) for _, w in per_checkpoint
+        ]
         longest_group = max(len(layers_in_group(group)) for group in groups)
         metrics_job = (layer or 0) * longest_group + calibration.metrics_startup_s
         memory = gpu_memory(size.parameters, width, entry, dtype) if size and width else None
-        costs.append(ModelCost(model, extractions, extractions * len(groups), volume.download, terms,
-                               max([*extraction_jobs, metrics_job]), memory))
+        costs.append(
+            ModelCost(
+                model,
+                extractions,
+                extractions * len(groups),
+                volume.download,
+                terms,
+                max([*extraction_jobs, metrics_job]),
+                memory,
+            )
+        )
     return Cost(costs, calibration, devices or settings["gpus"], download_rate)
 
 
@@ -228,12 +249,22 @@ def table(cost: Cost) -> str:
     """One row per model: its jobs, download, each term, device-hours and the GPU memory of its extraction."""
     rows = [("model", "extractions", "metrics jobs", "download", *TERMS, "device time", "GPU memory")]
     for m in cost.models:
-        rows.append((m.model, str(m.extractions), str(m.metrics_jobs), str(m.download),
-                     *(str(m.terms[term]) for term in TERMS), str(m.total),
-                     human(m.gpu_memory) if m.gpu_memory else "?"))
+        rows.append(
+            (
+                m.model,
+                str(m.extractions),
+                str(m.metrics_jobs),
+                str(m.download),
+                *(str(m.terms[term]) for term in TERMS),
+                str(m.total),
+                human(m.gpu_memory) if m.gpu_memory else "?",
+            )
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in
-                               enumerate(zip(row, widths))) for row in rows)
+    return "\n".join(
+        "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
+        for row in rows
+    )
 
 
 def summary(cost: Cost, config: dict) -> str:
@@ -243,16 +274,20 @@ def summary(cost: Cost, config: dict) -> str:
     metrics_jobs = sum(m.metrics_jobs for m in cost.models)
     download = sum((m.download for m in cost.models), Bytes())
     total, plural = cost.total, "s" if cost.devices > 1 else ""
-    lines = [f"Cost of {extractions} extractions and {metrics_jobs} metrics jobs (calibration "
-             f"{config['cost']['calibration']}: {c.measured}; per model: python -m shape_of_learning cost CONFIG):",
-             f"  download: {download}, {cost.terms['downloading']} at {cost.download_bytes_per_s / 1e6:g} MB/s "
-             "(cost.download_mb_per_s), by download jobs beside the device's work",
-             f"  {device} time: " + ", ".join(f"{term}: {cost.terms[term]}" for term in DEVICE_TERMS),
-             f"  {device}-hours on one {device}: {_hours(total)}; wall time on {cost.devices} {device}{plural} "
-             f"(cost.gpus, or --gpus N): {cost.wall(cost.devices)}"]
+    lines = [
+        f"Cost of {extractions} extractions and {metrics_jobs} metrics jobs (calibration "
+        f"{config['cost']['calibration']}: {c.measured}; per model: python -m shape_of_learning cost CONFIG):",
+        f"  download: {download}, {cost.terms['downloading']} at {cost.download_bytes_per_s / 1e6:g} MB/s "
+        "(cost.download_mb_per_s), by download jobs beside the device's work",
+        f"  {device} time: " + ", ".join(f"{term}: {cost.terms[term]}" for term in DEVICE_TERMS),
+        f"  {device}-hours on one {device}: {_hours(total)}; wall time on {cost.devices} {device}{plural} "
+        f"(cost.gpus, or --gpus N): {cost.wall(cost.devices)}",
+    ]
     if total.unknown:
-        lines.append(f"  ({total.unknown} terms unknown: models in no lock, HF cache, local folder or model table, or "
-                     "trained by the pipeline and not yet trained)")
+        lines.append(
+            f"  ({total.unknown} terms unknown: models in no lock, HF cache, local folder or model table, or "
+            "trained by the pipeline and not yet trained)"
+        )
     return "\n".join(lines)
 
 

@@ -86,8 +86,9 @@ def as_bytes(size: int | None) -> Bytes:
     return Bytes(0, 1) if size is None else Bytes(size)
 
 
-def volumes(checkpoints: dict[str, list[Checkpoint]], models: dict[str, dict], tokens: int, store_dtype: str,
-            hub: bool = False) -> list[ModelVolume]:
+def volumes(
+    checkpoints: dict[str, list[Checkpoint]], models: dict[str, dict], tokens: int, store_dtype: str, hub: bool = False
+) -> list[ModelVolume]:
     """Per model: each checkpoint's download, and its shards' bytes for `tokens` per layer stored as `store_dtype`
     (module docstring), read from the working directory (`paths.lock`, relative `path:` entries); `hub` asks the Hub
     for unknown sizes."""
@@ -95,10 +96,14 @@ def volumes(checkpoints: dict[str, list[Checkpoint]], models: dict[str, dict], t
     for model, ckpts in checkpoints.items():
         entry = models[model]
         locks = [_lock(Path(paths.lock(model, ckpt.name))) for ckpt in ckpts]
-        in_cache = [cached_sizes(ckpt, lock, entry["weights"]) if ckpt.source == "hub" else None
-                    for ckpt, lock in zip(ckpts, locks)]
-        downloads = [checkpoint_download(ckpt, lock, sizes, entry["weights"], hub)
-                     for ckpt, lock, sizes in zip(ckpts, locks, in_cache)]
+        in_cache = [
+            cached_sizes(ckpt, lock, entry["weights"]) if ckpt.source == "hub" else None
+            for ckpt, lock in zip(ckpts, locks)
+        ]
+        downloads = [
+            checkpoint_download(ckpt, lock, sizes, entry["weights"], hub)
+            for ckpt, lock, sizes in zip(ckpts, locks, in_cache)
+        ]
         hidden = next(filter(None, (hidden_size(ckpt, lock) for ckpt, lock in zip(ckpts, locks))), None)
         tabled, row = 0, model_sizes.table().get(entry.get("hub_id"))
         if row:  # a size the model table knows, where locks, the cache and the Hub tell none
@@ -110,15 +115,35 @@ def volumes(checkpoints: dict[str, list[Checkpoint]], models: dict[str, dict], t
             hidden = hidden or (base and base.hidden_size)
         hidden = hidden or (size and size.hidden_size)
         if hub and not hidden and ckpts[0].source == "hub":  # its config.json (a few kB) into the HF cache
-            hidden = hidden_size(ckpts[0], None, network.retry(
-                lambda: huggingface_hub.hf_hub_download(ckpts[0].location, "config.json", revision=ckpts[0].revision),
-                what=f"downloading the config.json of {ckpts[0].location}"))
-        weights = [d if ckpt.source == "hub" else (files.weight_bytes if files else size and size.weight_bytes)
-                   for ckpt, d, files in zip(ckpts, downloads, local)]
+            hidden = hidden_size(
+                ckpts[0],
+                None,
+                network.retry(
+                    lambda: huggingface_hub.hf_hub_download(
+                        ckpts[0].location, "config.json", revision=ckpts[0].revision
+                    ),
+                    what=f"downloading the config.json of {ckpts[0].location}",
+                ),
+            )
+        weights = [
+            d if ckpt.source == "hub" else (files.weight_bytes if files else size and size.weight_bytes)
+            for ckpt, d, files in zip(ckpts, downloads, local)
+        ]
         cached = [sizes is not None for sizes in in_cache]
         shard = shard_bytes(tokens, entry["layers"], hidden, store_dtype) if hidden else None
-        found.append(ModelVolume(model, downloads, hidden, shard, weights=weights, cached=cached, size=size,
-                                 tabled=tabled, checkpoints=[ckpt.name for ckpt in ckpts]))
+        found.append(
+            ModelVolume(
+                model,
+                downloads,
+                hidden,
+                shard,
+                weights=weights,
+                cached=cached,
+                size=size,
+                tabled=tabled,
+                checkpoints=[ckpt.name for ckpt in ckpts],
+            )
+        )
     return found
 
 
@@ -127,8 +152,9 @@ def shard_bytes(tokens: int, layers: int, hidden_size: int, store_dtype: str) ->
     return tokens * (layers + 1) * hidden_size * np.dtype(store_dtype).itemsize
 
 
-def checkpoint_download(ckpt: Checkpoint, lock: dict | None, in_cache: dict[str, int] | None, weights: str,
-                        hub: bool = False) -> int | None:
+def checkpoint_download(
+    ckpt: Checkpoint, lock: dict | None, in_cache: dict[str, int] | None, weights: str, hub: bool = False
+) -> int | None:
     """Bytes of a checkpoint's weight files: its lock's `weight_bytes`, else those of its weight files in the HF
     cache (`in_cache`: `cached_sizes`), else (with `hub`) the Hub's file sizes; None where unknown. 0 for a local
     directory: nothing is downloaded."""
@@ -154,9 +180,10 @@ def cached_sizes(ckpt: Checkpoint, lock: dict | None, weights: str) -> dict[str,
 
 def hub_download(ckpt: Checkpoint, weights: str) -> int | None:
     """Bytes of a checkpoint's weight files as the Hub lists them (one `model_info` call, nothing downloaded)."""
-    info = network.retry(lambda: huggingface_hub.HfApi().model_info(ckpt.location, revision=ckpt.revision,
-                                                                    files_metadata=True),
-                         what=f"reading the files of {ckpt.location}@{ckpt.revision} on the Hub")
+    info = network.retry(
+        lambda: huggingface_hub.HfApi().model_info(ckpt.location, revision=ckpt.revision, files_metadata=True),
+        what=f"reading the files of {ckpt.location}@{ckpt.revision} on the Hub",
+    )
     files, sizes = pinning.hub_files(info.siblings)
     _, chosen = pinning.select_weights(files, weights, f"{ckpt.model}/{ckpt.name}")
     return None if any(sizes[name] is None for name in chosen) else sum(sizes[name] for name in chosen)
@@ -183,8 +210,9 @@ def _lock(path: Path) -> dict | None:
 
 
 def _snapshot(ckpt: Checkpoint, lock: dict | None) -> Path | None:
-    return hf_cache.snapshot(ckpt.location, lock["commit_sha"] if lock else hf_cache.commit_of(ckpt.location,
-                                                                                                ckpt.revision))
+    return hf_cache.snapshot(
+        ckpt.location, lock["commit_sha"] if lock else hf_cache.commit_of(ckpt.location, ckpt.revision)
+    )
 
 
 def _complete_weights(snapshot: Path, weights: str) -> list[str]:
@@ -212,29 +240,50 @@ def summary(found: list[ModelVolume], extraction: dict, lanes: list[list[Checkpo
     no_width = [v.model for v in found if v.hidden_size is None]
     current = (extraction["evict_weights"], extraction["keep_embeddings"])
     tabled = sum(v.tabled for v in found)
-    lines = [f"Disk and download volume of {sum(len(v.downloads) for v in found)} checkpoints of {len(found)} models "
-             f"(from {paths.lock_dir('*')}/, the HF cache, local model directories and the model table; per model: "
-             "python -m shape_of_learning disk CONFIG):",
-             f"  download: {download}" + "".join(
-                 f" ({text})" for text in [f"{tabled} checkpoints sized by the model table, {model_sizes.TABLE.name}: "
-                                           "their repositories' published sizes" if tabled else "",
-                                           f"{download.unknown} checkpoints unpinned, not in the HF cache nor the "
-                                           "model table; add --hub to the command above to ask the Hub"
-                                           if download.unknown else ""] if text)]
-    lines.append(f"  hidden-state shards ({extraction['store_dtype']}): {shards}{' in all' if shards.known else ''}"
-                 + (f" (hidden size unknown for {len(no_width)} of {len(found)} models: no local config.json, no row "
-                    "in the model table)" if no_width else ""))
+    lines = [
+        f"Disk and download volume of {sum(len(v.downloads) for v in found)} checkpoints of {len(found)} models "
+        f"(from {paths.lock_dir('*')}/, the HF cache, local model directories and the model table; per model: "
+        "python -m shape_of_learning disk CONFIG):",
+        f"  download: {download}"
+        + "".join(
+            f" ({text})"
+            for text in [
+                f"{tabled} checkpoints sized by the model table, {model_sizes.TABLE.name}: "
+                "their repositories' published sizes"
+                if tabled
+                else "",
+                f"{download.unknown} checkpoints unpinned, not in the HF cache nor the "
+                "model table; add --hub to the command above to ask the Hub"
+                if download.unknown
+                else "",
+            ]
+            if text
+        ),
+    ]
+    lines.append(
+        f"  hidden-state shards ({extraction['store_dtype']}): {shards}{' in all' if shards.known else ''}"
+        + (
+            f" (hidden size unknown for {len(no_width)} of {len(found)} models: no local config.json, no row "
+            "in the model table)"
+            if no_width
+            else ""
+        )
+    )
     if not any(peak(found, evict, keep, lanes).known for evict in (False, True) for keep in (False, True)):
         return "\n".join([*lines, "  peak disk: unknown until the sizes above are"])
     for evict in (False, True):
-        settings = [f"{peak(found, evict, keep, lanes)}{' (this config)' if (evict, keep) == current else ''} with "
-                    f"keep_embeddings: {str(keep).lower()}" for keep in (False, True)]
+        settings = [
+            f"{peak(found, evict, keep, lanes)}{' (this config)' if (evict, keep) == current else ''} with "
+            f"keep_embeddings: {str(keep).lower()}"
+            for keep in (False, True)
+        ]
         lines.append(f"  peak disk, evict_weights: {str(evict).lower()}: {'; '.join(settings)}")
     return "\n".join(lines)
 
 
-def peak(found: list[ModelVolume], evict_weights: bool, keep_embeddings: bool,
-         lanes: list[list[Checkpoint]] | None = None) -> Bytes:
+def peak(
+    found: list[ModelVolume], evict_weights: bool, keep_embeddings: bool, lanes: list[list[Checkpoint]] | None = None
+) -> Bytes:
     """Weights of every checkpoint, or (evicted after their extraction) of the DOWNLOADS_AHEAD + 1 largest of each lane
     of downloads (`lanes`: `Experiment.download_lanes`; one lane of every checkpoint where not given), plus shards of
     every checkpoint (or of the largest, temp() shards leaving once their metrics are done): one extraction in
@@ -243,20 +292,36 @@ def peak(found: list[ModelVolume], evict_weights: bool, keep_embeddings: bool,
     if evict_weights:
         sizes = {(v.model, name): size for v in found for name, size in zip(v.checkpoints, v.downloads)}
         groups = [[sizes[ckpt.model, ckpt.name] for ckpt in lane] for lane in lanes] if lanes else [downloads]
-        weights = sum((Bytes(sum(sorted(filter(None, group))[-DOWNLOADS_AHEAD - 1:]), group.count(None))
-                       for group in groups), Bytes())
+        weights = sum(
+            (Bytes(sum(sorted(filter(None, group))[-DOWNLOADS_AHEAD - 1 :]), group.count(None)) for group in groups),
+            Bytes(),
+        )
     else:
         weights = sum(map(as_bytes, downloads), Bytes())
-    shards = (sum((v.shards for v in found), Bytes()) if keep_embeddings else
-              Bytes(max((v.shard_bytes or 0 for v in found), default=0), sum(not v.shard_bytes for v in found)))
+    shards = (
+        sum((v.shards for v in found), Bytes())
+        if keep_embeddings
+        else Bytes(max((v.shard_bytes or 0 for v in found), default=0), sum(not v.shard_bytes for v in found))
+    )
     return weights + shards
 
 
 def table(found: list[ModelVolume]) -> str:
     rows = [("model", "checkpoints", "download", "unknown", "hidden size", "shards/checkpoint", "shards")]
     for v in found:
-        rows.append((v.model, str(len(v.downloads)), str(v.download), str(v.download.unknown or ""),
-                     str(v.hidden_size or "?"), human(v.shard_bytes) if v.shard_bytes else "?", str(v.shards)))
+        rows.append(
+            (
+                v.model,
+                str(len(v.downloads)),
+                str(v.download),
+                str(v.download.unknown or ""),
+                str(v.hidden_size or "?"),
+                human(v.shard_bytes) if v.shard_bytes else "?",
+                str(v.shards),
+            )
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in
-                               enumerate(zip(row, widths))) for row in rows)
+    return "\n".join(
+        "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
+        for row in rows
+    )

@@ -47,8 +47,12 @@ def table() -> dict[str, ModelSize]:
         rows = list(csv.DictReader(stream))
     if bad := [row["hub_id"] for row in rows if row["checked"] not in CHECKED]:
         raise ValueError(f"{TABLE}: rows {bad} have a `checked` other than {CHECKED}")
-    return {row["hub_id"]: ModelSize(int(row["parameters"]), int(row["forward_parameters"]), int(row["weight_bytes"]),
-                                     int(row["hidden_size"])) for row in rows}
+    return {
+        row["hub_id"]: ModelSize(
+            int(row["parameters"]), int(row["forward_parameters"]), int(row["weight_bytes"]), int(row["hidden_size"])
+        )
+        for row in rows
+    }
 
 
 def of(model: str, models: dict[str, dict], checkpoints: dict[str, list]) -> ModelSize | None:
@@ -56,8 +60,11 @@ def of(model: str, models: dict[str, dict], checkpoints: dict[str, list]) -> Mod
     checkpoint directory's (`local`), else, for a fine-tuning, its base model's; None where none is known."""
     entry = models[model]
     size = table().get(entry.get("hub_id")) or next(
-        filter(None, (local(Path(ckpt.location)) for ckpt in reversed(checkpoints.get(model, []))
-                      if ckpt.source != "hub")), None)
+        filter(
+            None, (local(Path(ckpt.location)) for ckpt in reversed(checkpoints.get(model, [])) if ckpt.source != "hub")
+        ),
+        None,
+    )
     if size is None and "finetune" in entry:  # fine-tuning keeps the base model's architecture
         return of(entry["finetune"]["base"], models, checkpoints)
     return size
@@ -76,8 +83,9 @@ def local(folder: Path) -> ModelSize | None:
         settings = json.loads((Path(folder) / "config.json").read_text())
     except (OSError, ValueError):
         settings = {}
-    width = next((settings[key] for key in ("hidden_size", "d_model", "n_embd") if isinstance(settings.get(key), int)),
-                 0)
+    width = next(
+        (settings[key] for key in ("hidden_size", "d_model", "n_embd") if isinstance(settings.get(key), int)), 0
+    )
     embedding = settings.get("vocab_size", 0) * width if isinstance(settings.get("vocab_size"), int) else 0
     return ModelSize(parameters, parameters - embedding, sum(file.stat().st_size for file in files), width or None)
 

@@ -7,8 +7,14 @@ from shape_of_learning.experiment.plan import Experiment
 
 def dry_run_report(experiment: Experiment, config: dict) -> str:
     """`experiment` (restricted to the planned extractions: `Experiment.restricted_to`) as `snakemake -n` reports it."""
-    volumes = disk.volumes(experiment.checkpoints, experiment.models, experiment.tokens_per_layer,
-                           config["extraction"]["store_dtype"])
+    volumes = disk.volumes(
+        experiment.checkpoints, experiment.models, experiment.tokens_per_layer, config["extraction"]["store_dtype"]
+    )
     estimate = device_time.estimate(experiment, volumes, config)
-    return "\n".join([disk.summary(volumes, config["extraction"], experiment.download_lanes()),
-                      device_time.table(estimate), device_time.summary(estimate, config)])
+    return "\n".join(
+        [
+            disk.summary(volumes, config["extraction"], experiment.download_lanes()),
+            device_time.table(estimate),
+            device_time.summary(estimate, config),
+        ]
+    )

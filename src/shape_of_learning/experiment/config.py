@@ -46,8 +46,9 @@ class ConfigError(ValueError):
 def schemas() -> dict[str, dict]:
     """Both schemas, by file name, with the code's lists of allowed values filled in (the module's docstring; the
     default of `metrics.names` too). Read once per process; not to be modified."""
-    config, model = (yaml.load((SCHEMAS / name).read_text(), Loader=SAFE_LOADER)
-                     for name in (CONFIG_SCHEMA, MODEL_SCHEMA))
+    config, model = (
+        yaml.load((SCHEMAS / name).read_text(), Loader=SAFE_LOADER) for name in (CONFIG_SCHEMA, MODEL_SCHEMA)
+    )
     config["$defs"]["metric"]["enum"] = list(METRICS)
     config["properties"]["metrics"]["properties"]["names"]["default"] = list(METRICS)
     model["properties"]["modality"]["enum"] = list(MODALITIES)
@@ -71,8 +72,12 @@ def validate_config(config: dict) -> dict:
     """
     _check_renamed_keys(config)
     model = {key: value for key, value in schemas()[MODEL_SCHEMA].items() if key not in ("$schema", "$defs")}
-    entries = {"$schema": schemas()[MODEL_SCHEMA]["$schema"], "$defs": schemas()[MODEL_SCHEMA]["$defs"],
-               "type": "object", "properties": dict.fromkeys(config.get("models", {}), model)}
+    entries = {
+        "$schema": schemas()[MODEL_SCHEMA]["$schema"],
+        "$defs": schemas()[MODEL_SCHEMA]["$defs"],
+        "type": "object",
+        "properties": dict.fromkeys(config.get("models", {}), model),
+    }
     with tempfile.TemporaryDirectory() as folder:  # snakemake.utils.validate reads a schema from a file
         files = _write(schemas() | {"models.schema.yaml": entries}, Path(folder))
         _validate(config, files[CONFIG_SCHEMA], "config")
@@ -110,9 +115,11 @@ class _UniqueKeyLoader(SAFE_LOADER):
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
             if key in seen:
-                raise ConfigError(f"{key_node.start_mark.name}: the key {key!r} appears twice in one mapping, at lines "
-                                  f"{seen[key] + 1} and {key_node.start_mark.line + 1}; YAML would keep only the "
-                                  "second: rename or remove one")
+                raise ConfigError(
+                    f"{key_node.start_mark.name}: the key {key!r} appears twice in one mapping, at lines "
+                    f"{seen[key] + 1} and {key_node.start_mark.line + 1}; YAML would keep only the "
+                    "second: rename or remove one"
+                )
             seen[key] = key_node.start_mark.line
         return super().construct_mapping(node, deep)
 
@@ -159,8 +166,11 @@ def _check_renamed_keys(config: dict) -> None:
 def _canonical(value, schema: dict, file: str):
     schema, file = _resolve(schema, file)
     if isinstance(value, dict):
-        return {key: _canonical(value[key], _property(schema, key), file) for key in sorted(value)
-                if _property(schema, key).get("x-rerun", True)}
+        return {
+            key: _canonical(value[key], _property(schema, key), file)
+            for key in sorted(value)
+            if _property(schema, key).get("x-rerun", True)
+        }
     if isinstance(value, list):
         return [_canonical(item, schema.get("items", {}), file) for item in value]
     return value
@@ -190,8 +200,10 @@ def _check_metric_settings(metrics: dict) -> None:
     a function's signature)."""
     for name, overrides in metrics["settings"].items():
         if name not in metrics["names"]:
-            raise ConfigError(f"config.metrics.settings.{name}: {name} is not among metrics.names; add it there or "
-                              "remove its settings")
+            raise ConfigError(
+                f"config.metrics.settings.{name}: {name} is not among metrics.names; add it there or "
+                "remove its settings"
+            )
         try:
             METRICS[name].settings(overrides)
         except ValueError as error:
@@ -201,8 +213,10 @@ def _check_metric_settings(metrics: dict) -> None:
 def _check_results(folder: str | None) -> None:
     """`results` is a folder inside the working directory, where every path of shape_of_learning.paths lies."""
     if folder is not None and (folder.startswith("/") or {"", ".", ".."} & set(folder.split("/"))):
-        raise ConfigError(f"config.{results_root.KEY}: {folder!r} is not a folder inside the working directory; give a "
-                          "relative path without '.', '..' or empty parts, such as results-demo")
+        raise ConfigError(
+            f"config.{results_root.KEY}: {folder!r} is not a folder inside the working directory; give a "
+            "relative path without '.', '..' or empty parts, such as results-demo"
+        )
 
 
 def shards_scratch(config: dict) -> str | None:
@@ -214,11 +228,15 @@ def shards_scratch(config: dict) -> str | None:
         return None
     expanded = os.path.expanduser(os.path.expandvars(folder))
     if unset := re.findall(r"\$\{?(\w+)", expanded):
-        raise ConfigError(f"config.scratch: {folder!r} names {', '.join(sorted(set(unset)))}, not set in this "
-                          "environment; set it where Snakemake and its jobs run, or give the folder's path")
+        raise ConfigError(
+            f"config.scratch: {folder!r} names {', '.join(sorted(set(unset)))}, not set in this "
+            "environment; set it where Snakemake and its jobs run, or give the folder's path"
+        )
     if not os.path.isabs(expanded):
-        raise ConfigError(f"config.scratch: {folder!r} is not an absolute path; give the node-local folder's absolute "
-                          "path, the same on every node, such as /tmp or /local/scratch/$USER")
+        raise ConfigError(
+            f"config.scratch: {folder!r} is not an absolute path; give the node-local folder's absolute "
+            "path, the same on every node, such as /tmp or /local/scratch/$USER"
+        )
     return os.path.normpath(expanded)
 
 
@@ -254,6 +272,7 @@ def _plain(value):
     for key, item in items:
         value[key] = _plain(dict(item) if type(item) is not dict and isinstance(item, dict) else item)
     return value
+
 
 def _explain(error, where: str) -> str:
     """One line for a schema violation instead of Snakemake's dump of the whole schema."""

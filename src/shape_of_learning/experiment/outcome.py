@@ -23,8 +23,10 @@ def drop_unavailable(experiment: Experiment, problems: dict[str, Exception]) -> 
     for reason, models in by_reason.items():  # one line per reason: a missing corpus blocks every model of its kind
         dropped = [d.name for d in experiment.deliverables() if set(models) & set(experiment.blocked_by(d))]
         named = f"model {models[0]!r}" if len(models) == 1 else f"models {', '.join(map(repr, models))}"
-        print(f"{named} cannot be had: {reason}; with --keep-going, the run leaves out {', '.join(dropped)}",
-              file=sys.stderr)
+        print(
+            f"{named} cannot be had: {reason}; with --keep-going, the run leaves out {', '.join(dropped)}",
+            file=sys.stderr,
+        )
 
 
 def failed_jobs(since: float, logs: str = paths.LOGS) -> list[tuple[str, str]]:
@@ -45,8 +47,9 @@ def job_models(log: str, logs: str = paths.LOGS) -> tuple[str, ...]:
     return Path(log).relative_to(logs).with_suffix("").parts[1:]
 
 
-def missing(experiment: Experiment, requested_files: set[str], requested_rules: set[str], since: float,
-            logs: str = paths.LOGS) -> list[str]:
+def missing(
+    experiment: Experiment, requested_files: set[str], requested_rules: set[str], since: float, logs: str = paths.LOGS
+) -> list[str]:
     """One line per failed job (its message and its log), then one per deliverable asked for and not made (a file
     missing, or one of its models cannot be had or failed here): its target, its first file, and what blocked it (a
     model that cannot be had, or a model's failed job, and why).
@@ -56,15 +59,20 @@ def missing(experiment: Experiment, requested_files: set[str], requested_rules: 
     failures = failed_jobs(since, logs)
     lines = [f"failed: {message} (log: {log})" for log, message in failures]
     for deliverable in experiment.deliverables():
-        asked = (not requested_files.isdisjoint(deliverable.outputs)
-                 or not requested_rules.isdisjoint({deliverable.target, "all"}))
-        reasons = [f"{model} cannot be had: {experiment.unavailable[model]}"
-                   for model in experiment.blocked_by(deliverable)]
+        asked = not requested_files.isdisjoint(deliverable.outputs) or not requested_rules.isdisjoint(
+            {deliverable.target, "all"}
+        )
+        reasons = [
+            f"{model} cannot be had: {experiment.unavailable[model]}" for model in experiment.blocked_by(deliverable)
+        ]
         for name in (*deliverable.models, deliverable.name):  # each model's first failed job, and its own job's
-            reasons += [f"{name}: {message} (log: {log})" for log, message in failures
-                        if name in job_models(log, logs)][:1]
+            reasons += [
+                f"{name}: {message} (log: {log})" for log, message in failures if name in job_models(log, logs)
+            ][:1]
         if not asked or not reasons and all(Path(path).is_file() for path in deliverable.outputs):
             continue  # made, or up to date (a file left by an earlier run with a blocked model is not)
-        lines.append(f"not made: {deliverable.target} ({deliverable.outputs[0]}): "
-                     f"{'; '.join(dict.fromkeys(reasons)) or 'a job it needs failed or did not run (see above)'}")
+        lines.append(
+            f"not made: {deliverable.target} ({deliverable.outputs[0]}): "
+            f"{'; '.join(dict.fromkeys(reasons)) or 'a job it needs failed or did not run (see above)'}"
+        )
     return lines

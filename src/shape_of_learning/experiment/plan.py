@@ -18,8 +18,14 @@ from shape_of_learning.claims.catalogue import Group, plan_claims
 from shape_of_learning.figures.kinds import FIGURE_KINDS, Figure
 from shape_of_learning.figures.plan import plan_baselines, plan_figures
 from shape_of_learning.models.checkpoints import RANDOM_INIT, SERIES, Checkpoint, RandomInit, checkpoints
-from shape_of_learning.rajaee_pilehvar.plan import (Analysis, Pair, excluded_training_data, plan_analyses, plan_pairs,
-                                                    seed_models)
+from shape_of_learning.rajaee_pilehvar.plan import (
+    Analysis,
+    Pair,
+    excluded_training_data,
+    plan_analyses,
+    plan_pairs,
+    seed_models,
+)
 
 # A lane of downloads (`Experiment.download_lanes`) fetches this many checkpoints ahead of the one it extracts
 DOWNLOADS_AHEAD = 1
@@ -63,10 +69,14 @@ class Experiment:
         pairs: the extractions a dry run plans, for the cost of what was asked. A model keeps its entry where either
         remains."""
         baselines = {model: b for model, b in self.baselines.items() if (model, b.name) in extractions}
-        checkpoints = {model: [c for c in found if (model, c.name) in extractions]
-                       for model, found in self.checkpoints.items()}
-        return dataclasses.replace(self, baselines=baselines, checkpoints={
-            model: found for model, found in checkpoints.items() if found or model in baselines})
+        checkpoints = {
+            model: [c for c in found if (model, c.name) in extractions] for model, found in self.checkpoints.items()
+        }
+        return dataclasses.replace(
+            self,
+            baselines=baselines,
+            checkpoints={model: found for model, found in checkpoints.items() if found or model in baselines},
+        )
 
     def figure(self, name: str) -> Figure:
         return next(figure for figure in self.figures if figure.name == name)
@@ -79,8 +89,12 @@ class Experiment:
         if figure.reads == "health":
             return [paths.health(model) for model in figure.models]
         series = SERIES if "random_init_seed" in figure.arguments else SERIES[:1]
-        return [paths.model_table(model, one, "summary") for model in figure.models for one in series
-                if one != RANDOM_INIT or model in self.baselines]
+        return [
+            paths.model_table(model, one, "summary")
+            for model in figure.models
+            for one in series
+            if one != RANDOM_INIT or model in self.baselines
+        ]
 
     def series(self, model: str, series: str) -> list[Checkpoint]:
         """The checkpoints of one of a model's `SERIES`."""
@@ -114,7 +128,7 @@ class Experiment:
         every layer of the checkpoint in one ("0-32") with `checkpoint`."""
         states = self.hidden_states(model)
         size = len(states) if self.layers_per_job == "checkpoint" else self.layers_per_job
-        chunks = [states[i:i + size] for i in range(0, len(states), size)]
+        chunks = [states[i : i + size] for i in range(0, len(states), size)]
         return [str(c[0]) if len(c) == 1 else f"{c[0]}-{c[-1]}" for c in chunks]
 
     @property
@@ -125,8 +139,11 @@ class Experiment:
     @property
     def view_analyses(self) -> list[Analysis]:
         """Figure 2's: per pair, the pre-trained model and the run of its first seed, on the first evaluated split."""
-        return [job for job in self.figure_analyses
-                if job.state == "pre-trained" or job.model == job.pair.finetuned_models[0]]
+        return [
+            job
+            for job in self.figure_analyses
+            if job.state == "pre-trained" or job.model == job.pair.finetuned_models[0]
+        ]
 
     def analysis_seeds(self, model: str) -> tuple[int, ...]:
         """The k-means seeds of a model's analysis jobs (`Analysis.seeds`, the same on every split)."""
@@ -136,13 +153,22 @@ class Experiment:
         """Every final output, planned: each figure (its target the config entry's `target`, else its kind's), the
         Rajaee & Pilehvar tables and figures (`rajaee_pilehvar`), every model's tables in one (`tables`), the claims
         scorecard (`claims`)."""
-        found = [Deliverable(figure.name, figure.target, tuple(figure.outputs), self.needs(figure.models))
-                 for figure in self.figures]
+        found = [
+            Deliverable(figure.name, figure.target, tuple(figure.outputs), self.needs(figure.models))
+            for figure in self.figures
+        ]
         if self.pairs:
-            outputs = (*paths.RAJAEE_PILEHVAR_TABLES, paths.RAJAEE_PILEHVAR_REPORT,
-                       *paths.RAJAEE_PILEHVAR_FIGURES[1], *paths.RAJAEE_PILEHVAR_FIGURES[2])
-            found.append(Deliverable("rajaee_pilehvar", "rajaee_pilehvar", outputs,
-                                     self.needs(job.model for job in self.analyses)))
+            outputs = (
+                *paths.RAJAEE_PILEHVAR_TABLES,
+                paths.RAJAEE_PILEHVAR_REPORT,
+                *paths.RAJAEE_PILEHVAR_FIGURES[1],
+                *paths.RAJAEE_PILEHVAR_FIGURES[2],
+            )
+            found.append(
+                Deliverable(
+                    "rajaee_pilehvar", "rajaee_pilehvar", outputs, self.needs(job.model for job in self.analyses)
+                )
+            )
         found.append(Deliverable("tables", "tables", tuple(GLOBAL_TABLES), tuple(self.checkpoints)))
         if self.claims:
             models = self.needs(model for group in self.claims for model in group.models)
@@ -163,8 +189,14 @@ class Experiment:
     def claim_inputs(self) -> list[str]:
         """The files the claims scorecard reads (`claims.catalogue.Group.files`), less those of models that cannot be
         had: its rows that need them say so."""
-        return list(dict.fromkeys(path for group in self.claims for models, path in group.files.values()
-                                  if not any(model in self.unavailable for model in models)))
+        return list(
+            dict.fromkeys(
+                path
+                for group in self.claims
+                for models, path in group.files.values()
+                if not any(model in self.unavailable for model in models)
+            )
+        )
 
     def download_lanes(self) -> list[list[Checkpoint]]:
         """The checkpoints whose weights a download job fetches, in lanes: the models that the same deliverables need
@@ -185,8 +217,11 @@ class Experiment:
         gates = {}
         for lane in self.download_lanes():
             waiting = [ckpt for ckpt in lane if pending(ckpt)]
-            gates |= {(ckpt.model, ckpt.name): waiting[index - DOWNLOADS_AHEAD - 1]
-                      for index, ckpt in enumerate(waiting) if index > DOWNLOADS_AHEAD}
+            gates |= {
+                (ckpt.model, ckpt.name): waiting[index - DOWNLOADS_AHEAD - 1]
+                for index, ckpt in enumerate(waiting)
+                if index > DOWNLOADS_AHEAD
+            }
         return gates
 
     def targets(self) -> list[str]:
@@ -220,12 +255,18 @@ def plan(config: dict) -> Experiment:
     for name, entry in models.items():
         modality = entry["modality"]
         if modality != "text" and not config.get(f"{modality}_corpus"):
-            raise ValueError(f"model {name!r} reads {modality} (modality: {modality}) but the config has no "
-                             f"`{modality}_corpus`; add one (name, local_path to a folder or archive, count) or "
-                             "remove the model")
+            raise ValueError(
+                f"model {name!r} reads {modality} (modality: {modality}) but the config has no "
+                f"`{modality}_corpus`; add one (name, local_path to a folder or archive, count) or "
+                "remove the model"
+            )
     metrics = config["metrics"]
-    experiment = Experiment(models, {name: checkpoints(name, entry) for name, entry in models.items()},
-                            metrics["batches"] * metrics["batch_size"], metrics["layers_per_job"])
+    experiment = Experiment(
+        models,
+        {name: checkpoints(name, entry) for name, entry in models.items()},
+        metrics["batches"] * metrics["batch_size"],
+        metrics["layers_per_job"],
+    )
     for kind, entry in config["figures"].items():
         if kind in FIGURE_KINDS:
             experiment.figures += plan_figures(kind, entry, {**config, "models": models})
@@ -249,9 +290,13 @@ def leave_out_modalities(config: dict) -> dict:
         if kind not in FIGURE_KINDS:
             figures[kind] = entry
             continue
-        kept = [{**item, "models": [model for model in item["models"] if model not in left_out]}
-                if "models" in item else item
-                for item in (entry if isinstance(entry, list) else [entry]) if item.get("model") not in left_out]
+        kept = [
+            {**item, "models": [model for model in item["models"] if model not in left_out]}
+            if "models" in item
+            else item
+            for item in (entry if isinstance(entry, list) else [entry])
+            if item.get("model") not in left_out
+        ]
         kept = [item for item in kept if item.get("models", True)]
         if kept:
             figures[kind] = kept if isinstance(entry, list) else kept[0]

@@ -47,37 +47,58 @@ def missing_data(config: dict, experiment: Experiment) -> list[MissingData]:
     corpus = config["corpus"]
     text = tuple(model for model, entry in experiment.models.items() if entry["modality"] == "text")
     if corpus["local_path"] and not corpus["gensim_sample"] and not Path(paths.raw_corpus(corpus["name"])).exists():
-        fallback = (f"set it to null to download {corpus['url']} (corpus.url)" if corpus["url"] else
-                    "set corpus.url to download it instead")
-        found += _missing("corpus.local_path", corpus["local_path"], text, f"the text corpus {corpus['name']}",
-                          f"point corpus.local_path at your copy, or {fallback}")
+        fallback = (
+            f"set it to null to download {corpus['url']} (corpus.url)"
+            if corpus["url"]
+            else "set corpus.url to download it instead"
+        )
+        found += _missing(
+            "corpus.local_path",
+            corpus["local_path"],
+            text,
+            f"the text corpus {corpus['name']}",
+            f"point corpus.local_path at your copy, or {fallback}",
+        )
     media = [modality for modality in MODALITIES if modality != "text" and _media_missing(config, experiment, modality)]
     kept = ",".join(modality for modality in config["modalities"] if modality not in media)
     for modality in media:
         spec = config[f"{modality}_corpus"]
         where = f" from {spec['homepage']}" if spec["homepage"] else ""
-        found += _missing(f"{modality}_corpus.local_path", spec["local_path"],
-                          tuple(model for model, entry in experiment.models.items() if entry["modality"] == modality),
-                          f"the {modality} corpus {spec['name']}{where}",
-                          f"point {modality}_corpus.local_path at your copy (a folder or a .zip/.tar archive), or "
-                          f"leave out the {' and '.join(media)} models: --config modalities=[{kept}]")
+        found += _missing(
+            f"{modality}_corpus.local_path",
+            spec["local_path"],
+            tuple(model for model, entry in experiment.models.items() if entry["modality"] == modality),
+            f"the {modality} corpus {spec['name']}{where}",
+            f"point {modality}_corpus.local_path at your copy (a folder or a .zip/.tar archive), or "
+            f"leave out the {' and '.join(media)} models: --config modalities=[{kept}]",
+        )
     for name, spec in config.get("rajaee_pilehvar", {}).get("datasets", {}).items():
-        models = tuple(model for model, entry in experiment.models.items()
-                       if parse_reference(entry.get("finetune", {}).get("data", ""))[0] == name)
+        models = tuple(
+            model
+            for model, entry in experiment.models.items()
+            if parse_reference(entry.get("finetune", {}).get("data", ""))[0] == name
+        )
         if spec["local_path"] and not Path(paths.dataset(name)).exists():
-            fallback = (f"set it to null to download {spec['url']}" if spec["url"] else "set its url instead")
-            found += _missing(f"rajaee_pilehvar.datasets.{name}.local_path", spec["local_path"],
-                              models or tuple(model for pair in experiment.pairs for model in pair.finetuned_models),
-                              f"the dataset {name}", f"point it at your copy, or {fallback}")
+            fallback = f"set it to null to download {spec['url']}" if spec["url"] else "set its url instead"
+            found += _missing(
+                f"rajaee_pilehvar.datasets.{name}.local_path",
+                spec["local_path"],
+                models or tuple(model for pair in experiment.pairs for model in pair.finetuned_models),
+                f"the dataset {name}",
+                f"point it at your copy, or {fallback}",
+            )
     return found
 
 
 def _media_missing(config: dict, experiment: Experiment, modality: str) -> bool:
     """Whether a planned model reads `modality` from a local path that its sample_media job, still to run, lacks."""
     spec = config.get(f"{modality}_corpus")
-    return (any(entry["modality"] == modality for entry in experiment.models.values()) and not spec["sklearn_digits"]
-            and not Path(paths.media(spec["name"], modality)).exists()
-            and not (spec["local_path"] and Path(spec["local_path"]).expanduser().exists()))
+    return (
+        any(entry["modality"] == modality for entry in experiment.models.values())
+        and not spec["sklearn_digits"]
+        and not Path(paths.media(spec["name"], modality)).exists()
+        and not (spec["local_path"] and Path(spec["local_path"]).expanduser().exists())
+    )
 
 
 def _missing(key: str, path: str | None, models: tuple[str, ...], what: str, fix: str) -> list[MissingData]:
@@ -96,8 +117,10 @@ def layer_problems(experiment: Experiment) -> list[str]:
         config_file = next(filter(None, map(local_config, reversed(experiment.checkpoints[model]))), None)
         blocks = config_depth(config_file) if config_file else None
         if blocks is not None and blocks != entry["layers"]:
-            found.append(f"model {model!r}: layers: {entry['layers']} in the config, but its config.json "
-                         f"({config_file}) gives a depth of {blocks}; set `layers: {blocks}`")
+            found.append(
+                f"model {model!r}: layers: {entry['layers']} in the config, but its config.json "
+                f"({config_file}) gives a depth of {blocks}; set `layers: {blocks}`"
+            )
     return found
 
 

@@ -23,7 +23,7 @@ KEY = "results"  # the config's key of the results root
 # Outputs renamed or dropped: a glob under the results root (no "**": every dry run looks) -> what to do, one sentence.
 RETIRED: dict[str, str] = {
     "figures/by_modality.*": "Godey et al.'s figure is now named profile_by_modality: delete the old "
-                             "by_modality.png and by_modality.pdf",
+    "by_modality.png and by_modality.pdf",
 }
 
 
@@ -41,8 +41,10 @@ def export(config: dict) -> None:
     before anything imports paths; a config without `results` leaves paths its default."""
     imported = sys.modules.get("shape_of_learning.paths")
     if imported and imported.RESULTS != config.get(KEY, imported.DEFAULT_RESULTS):
-        raise RuntimeError(f"shape_of_learning.paths was imported (results root {imported.RESULTS}/) before the "
-                           "config's root was exported: import it after results_root.export()")
+        raise RuntimeError(
+            f"shape_of_learning.paths was imported (results root {imported.RESULTS}/) before the "
+            "config's root was exported: import it after results_root.export()"
+        )
     if KEY in config:
         os.environ[RESULTS_VARIABLE] = config[KEY]
     else:
@@ -77,7 +79,8 @@ def check(marker: Path, name: str) -> None:
         raise ForeignRootError(
             f"{root}/ holds the results of {written['config']} (since {since}), not of {name}, which this run reads. "
             f"Give this run a results folder of its own (--config {KEY}={own}, or `{KEY}: {own}` in {name}); "
-            f"or delete {root}/ to start over; or delete {marker} to adopt {root}/ for {name}")
+            f"or delete {root}/ to start over; or delete {marker} to adopt {root}/ for {name}"
+        )
 
 
 def refuse_retired(root: Path) -> None:
@@ -104,5 +107,6 @@ def _read(marker: Path, name: str) -> dict:
         written = None
     if isinstance(written, dict) and isinstance(written.get("config"), str):
         return written
-    raise ForeignRootError(f"{marker} does not say which config wrote {marker.parent}/: delete it to adopt "
-                           f"{marker.parent}/ for {name}")
+    raise ForeignRootError(
+        f"{marker} does not say which config wrote {marker.parent}/: delete it to adopt {marker.parent}/ for {name}"
+    )

@@ -35,11 +35,16 @@ def expected_rows(experiment: Experiment, metrics: list[str], batches: int) -> s
 def problems(config: dict, workdir: Path) -> list[str]:
     """What is missing or wrong in `workdir` for this config, each naming its file; empty when the run is complete."""
     experiment = plan(config)
-    found = [f"missing or empty {path}" for path in map(Path(workdir).joinpath, experiment.targets())
-             if not path.is_file() or path.stat().st_size == 0]
+    found = [
+        f"missing or empty {path}"
+        for path in map(Path(workdir).joinpath, experiment.targets())
+        if not path.is_file() or path.stat().st_size == 0
+    ]
     found += _metrics_table(experiment, config, Path(workdir) / paths.METRICS_TABLE)
     if experiment.pairs:
-        found += [problem for table in paths.RAJAEE_PILEHVAR_TABLES for problem in _rajaee_pilehvar(Path(workdir) / table)]
+        found += [
+            problem for table in paths.RAJAEE_PILEHVAR_TABLES for problem in _rajaee_pilehvar(Path(workdir) / table)
+        ]
     return found
 
 
@@ -65,8 +70,10 @@ def _metrics_table(experiment: Experiment, config: dict, table: Path) -> list[st
         found.append(f"{table}: {len(keys) - len(set(keys))} duplicate ({', '.join(ROW_KEY)}) rows")
     expected = expected_rows(experiment, config["metrics"]["names"], config["metrics"]["batches"])
     if set(keys) != expected:
-        found.append(f"{table}: rows differ from the config: {len(expected - set(keys))} missing "
-                     f"(e.g. {sorted(expected - set(keys))[:3]}), {len(set(keys) - expected)} unexpected")
+        found.append(
+            f"{table}: rows differ from the config: {len(expected - set(keys))} missing "
+            f"(e.g. {sorted(expected - set(keys))[:3]}), {len(set(keys) - expected)} unexpected"
+        )
     if not np.isfinite(values["value"].to_numpy()).all():
         found.append(f"{table}: {(~np.isfinite(values['value'].to_numpy())).sum()} non-finite values")
     return found

@@ -29,9 +29,11 @@ def model_class(config, kind: str, modality: str, head: bool = True) -> tuple[ty
 
     if config.model_type in T5_FAMILIES:
         from transformers import T5EncoderModel
+
         return T5EncoderModel, None, "measured encoder-only: the encoder has no language-model head"
     if config.model_type == "whisper":
         from transformers import WhisperForAudioClassification
+
         return WhisperForAudioClassification, None, "measured encoder-only: the encoder has no language-model head"
     if not head:
         return AutoModel, None, "not asked for (extraction.loss.tokens: 0)"
@@ -88,11 +90,33 @@ def depth(config) -> int:
 # SegFormer normalises every stage alike. Verified family by family against the models' own forward pass by
 # tests/test_extract.py (text) and tests/test_modality.py (the other families).
 _LAST_AFTER_FINAL_NORM = {
-    "gpt_neox": True, "bloom": True, "llama": True, "gpt2": True, "gptj": True, "falcon": True, "olmo": True,
-    "t5": True, "mt5": True, "umt5": True, "whisper": True, "wav2vec2": False, "hubert": False,
-    "bert": False, "roberta": False, "albert": False, "canine": False,
-    "vit": False, "deit": False, "beit": False, "cvt": False, "segformer": False,
-    "resnet": False, "convnext": False, "convnextv2": False, "regnet": False, "efficientnet": False,
+    "gpt_neox": True,
+    "bloom": True,
+    "llama": True,
+    "gpt2": True,
+    "gptj": True,
+    "falcon": True,
+    "olmo": True,
+    "t5": True,
+    "mt5": True,
+    "umt5": True,
+    "whisper": True,
+    "wav2vec2": False,
+    "hubert": False,
+    "bert": False,
+    "roberta": False,
+    "albert": False,
+    "canine": False,
+    "vit": False,
+    "deit": False,
+    "beit": False,
+    "cvt": False,
+    "segformer": False,
+    "resnet": False,
+    "convnext": False,
+    "convnextv2": False,
+    "regnet": False,
+    "efficientnet": False,
 }
 
 

@@ -33,5 +33,8 @@ class Fingerprint:
 
     def record(self) -> dict:
         """{tokens, directions, layers: [[...], ...]} for the manifest: per layer, its projections token by token."""
-        return {"tokens": TOKENS, "directions": DIRECTIONS,
-                "layers": [torch.cat(rows).flatten().tolist() if rows else [] for rows in self.rows]}
+        return {
+            "tokens": TOKENS,
+            "directions": DIRECTIONS,
+            "layers": [torch.cat(rows).flatten().tolist() if rows else [] for rows in self.rows],
+        }

@@ -37,11 +37,21 @@ from shape_of_learning.models.checkpoints import Checkpoint, tokenizer_location
 logger = logging.getLogger(__name__)
 
 
-
-def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out_dir: Path, *,
-            pin: dict | None = None, special_tokens: str = "exclude", store_dtype: str = "float16",
-            device: str = "auto", dtype: str = "auto", loss: dict | None = None,
-            positions_per_image: int | None = None) -> dict:
+def extract(
+    checkpoint: Checkpoint,
+    entry: dict,
+    items: list,
+    n_tokens: int,
+    out_dir: Path,
+    *,
+    pin: dict | None = None,
+    special_tokens: str = "exclude",
+    store_dtype: str = "float16",
+    device: str = "auto",
+    dtype: str = "auto",
+    loss: dict | None = None,
+    positions_per_image: int | None = None,
+) -> dict:
     """Write ``out_dir/layer_{0..L}.parquet`` with `n_tokens` token vectors each and return the job's manifest.
 
     `items` are the corpus of the entry's ``modality``: text windows (str), or image or audio files (bytes).
@@ -68,36 +78,86 @@ def extract(checkpoint: Checkpoint, entry: dict, items: list, n_tokens: int, out
     config, layers = _checked_config(checkpoint, entry, revision, name)
     preprocessor = load_preprocessor(entry, checkpoint, revision)
     if modality == "text":  # tokenized before the weights load: a corpus too small fails in seconds
-        source = TextInputs(items, preprocessor, config, n_tokens=n_tokens, max_length=entry["max_length"],
-                            exclude_special=exclude_special, name=name)
+        source = TextInputs(
+            items,
+            preprocessor,
+            config,
+            n_tokens=n_tokens,
+            max_length=entry["max_length"],
+            exclude_special=exclude_special,
+            name=name,
+        )
     started = time.perf_counter()
     model, input_device, loss_kind, no_loss = load_model(
-        checkpoint.location, revision, config, dtype, device, entry["trust_remote_code"],
+        checkpoint.location,
+        revision,
+        config,
+        dtype,
+        device,
+        entry["trust_remote_code"],
         pin.get("weights_format", "safetensors"),  # locks written before PyTorch files were allowed have none
-        name, kind=entry["kind"], modality=modality, head=bool((loss or {}).get("tokens")),
-        init_seed=pin.get("init_seed"))  # a RandomInit's lock
+        name,
+        kind=entry["kind"],
+        modality=modality,
+        head=bool((loss or {}).get("tokens")),
+        init_seed=pin.get("init_seed"),
+    )  # a RandomInit's lock
     load_seconds = time.perf_counter() - started
     next_token = NextTokenLoss(loss["tokens"], n_tokens) if loss_kind == NEXT_TOKEN else None
     body = model if next_token else model.base_model  # a masked-LM head has nothing to predict in this pass
     per_item = positions_per_image if modality == "image" else None  # else, where layers differ, the fewest
     if modality != "text":  # an audio source reads the model's own feature encoder
-        source = (ImageInputs(items, preprocessor, config, exclude_special) if modality == "image"
-                  else AudioInputs(items, preprocessor, model))
-    statistics = _estimate_batch_norm(body, source, math.ceil(n_tokens / per_item) if per_item else len(source),
-                                      entry["batch_size"], input_device, dtype, name)
+        source = (
+            ImageInputs(items, preprocessor, config, exclude_special)
+            if modality == "image"
+            else AudioInputs(items, preprocessor, model)
+        )
+    statistics = _estimate_batch_norm(
+        body,
+        source,
+        math.ceil(n_tokens / per_item) if per_item else len(source),
+        entry["batch_size"],
+        input_device,
+        dtype,
+        name,
+    )
     metadata = _shard_metadata(checkpoint, revision, config, layers, n_tokens, dtype, special_tokens, name)
-    stream = _Pass(layers, n_tokens, per_item, name).run(body, source, next_token, Path(out_dir), metadata,
-                                                         entry["batch_size"], store_dtype, input_device, dtype)
-    loss_record = _loss_record(next_token, loss_kind, no_loss, model, source, preprocessor, loss,
-                               stream["batch_size"], input_device)
-    logger.info("%s: %d tokens x %d layers in %.1f s (%.0f tokens/s), model load %.1f s; loss %s", name, n_tokens,
-                layers + 1, stream["seconds"], stream["tokens_per_second"], load_seconds, loss_record)
-    return {**pin, "tokenizer": tokenizer_location(entry, checkpoint), "family": config.model_type,
-            "kind": entry.get("kind"), "layers": layers, "modality": modality, "tokens_per_layer": n_tokens,
-            "hidden_size": getattr(config, "hidden_size", None), "max_length": entry["max_length"],
-            "dtype": metadata["model_dtype"], "store_dtype": store_dtype, "device": str(input_device),
-            "special_tokens": special_tokens, "last_layer_after_final_norm": metadata["last_layer_after_final_norm"],
-            **statistics, **stream, "load_seconds": round(load_seconds, 3), "loss": loss_record}
+    stream = _Pass(layers, n_tokens, per_item, name).run(
+        body, source, next_token, Path(out_dir), metadata, entry["batch_size"], store_dtype, input_device, dtype
+    )
+    loss_record = _loss_record(
+        next_token, loss_kind, no_loss, model, source, preprocessor, loss, stream["batch_size"], input_device
+    )
+    logger.info(
+        "%s: %d tokens x %d layers in %.1f s (%.0f tokens/s), model load %.1f s; loss %s",
+        name,
+        n_tokens,
+        layers + 1,
+        stream["seconds"],
+        stream["tokens_per_second"],
+        load_seconds,
+        loss_record,
+    )
+    return {
+        **pin,
+        "tokenizer": tokenizer_location(entry, checkpoint),
+        "family": config.model_type,
+        "kind": entry.get("kind"),
+        "layers": layers,
+        "modality": modality,
+        "tokens_per_layer": n_tokens,
+        "hidden_size": getattr(config, "hidden_size", None),
+        "max_length": entry["max_length"],
+        "dtype": metadata["model_dtype"],
+        "store_dtype": store_dtype,
+        "device": str(input_device),
+        "special_tokens": special_tokens,
+        "last_layer_after_final_norm": metadata["last_layer_after_final_norm"],
+        **statistics,
+        **stream,
+        "load_seconds": round(load_seconds, 3),
+        "loss": loss_record,
+    }
 
 
 def _check_arguments(special_tokens: str, store_dtype: str, n_tokens: int, name: str) -> None:
@@ -109,40 +169,67 @@ def _check_arguments(special_tokens: str, store_dtype: str, n_tokens: int, name:
         raise ValueError(f"{name}: n_tokens must be >= 1, got {n_tokens}")
 
 
-def _shard_metadata(checkpoint: Checkpoint, revision: str | None, config, layers: int, n_tokens: int,
-                    dtype: torch.dtype, special_tokens: str, name: str) -> dict:
+def _shard_metadata(
+    checkpoint: Checkpoint,
+    revision: str | None,
+    config,
+    layers: int,
+    n_tokens: int,
+    dtype: torch.dtype,
+    special_tokens: str,
+    name: str,
+) -> dict:
     """What every layer's shard records of the pass (`shards.METADATA_KEY`), its layer added by the writer."""
     after_final_norm = last_layer_after_final_norm(config)
     if after_final_norm is None:
         logger.warning("%s: family %r is not in the final-norm table; recording it as unknown", name, config.model_type)
-    return dict(model=checkpoint.model, checkpoint=checkpoint.name, step=checkpoint.step, revision=checkpoint.revision,
-                commit_sha=revision, num_layers=layers, tokens=n_tokens, model_dtype=str(dtype).removeprefix("torch."),
-                special_tokens=special_tokens, family=config.model_type, last_layer_after_final_norm=after_final_norm)
+    return dict(
+        model=checkpoint.model,
+        checkpoint=checkpoint.name,
+        step=checkpoint.step,
+        revision=checkpoint.revision,
+        commit_sha=revision,
+        num_layers=layers,
+        tokens=n_tokens,
+        model_dtype=str(dtype).removeprefix("torch."),
+        special_tokens=special_tokens,
+        family=config.model_type,
+        last_layer_after_final_norm=after_final_norm,
+    )
 
 
 def _checked_pin(checkpoint: Checkpoint, entry: dict, pin: dict | None, name: str) -> dict:
     """`pin`, the checkpoint's entry of the lock file (computed where None), refused where it is another's."""
     pin = pin or pinning.pin(checkpoint, entry["weights"])
     if (pin["model"], pin["checkpoint"], pin["location"]) != (checkpoint.model, checkpoint.name, checkpoint.location):
-        raise ValueError(f"{name}: the pin given is for {pin['model']}/{pin['checkpoint']} at {pin['location']}; "
-                         "pass this checkpoint's entry of the lock file")
+        raise ValueError(
+            f"{name}: the pin given is for {pin['model']}/{pin['checkpoint']} at {pin['location']}; "
+            "pass this checkpoint's entry of the lock file"
+        )
     return pin
 
 
 def _checked_config(checkpoint: Checkpoint, entry: dict, revision: str | None, name: str) -> tuple:
     """The model's config and its number of blocks, refused where the config entry's `layers` or a text model's
     `max_length` does not fit it."""
-    config = network.retry(lambda: AutoConfig.from_pretrained(checkpoint.location, revision=revision,
-                                                              trust_remote_code=entry["trust_remote_code"]),
-                           what=f"{name}: loading the config of {checkpoint.location}")
+    config = network.retry(
+        lambda: AutoConfig.from_pretrained(
+            checkpoint.location, revision=revision, trust_remote_code=entry["trust_remote_code"]
+        ),
+        what=f"{name}: loading the config of {checkpoint.location}",
+    )
     layers = depth(config)
     if layers != entry["layers"]:
-        raise ValueError(f"{name}: the model has {layers} blocks but its config entry says layers: {entry['layers']}; "
-                         f"set `layers: {layers}` for model {checkpoint.model!r}")
+        raise ValueError(
+            f"{name}: the model has {layers} blocks but its config entry says layers: {entry['layers']}; "
+            f"set `layers: {layers}` for model {checkpoint.model!r}"
+        )
     max_positions, max_length = getattr(config, "max_position_embeddings", None), entry["max_length"]
     if entry["modality"] == "text" and max_positions is not None and max_length > max_positions:
-        raise ValueError(f"{name}: max_length {max_length} exceeds the model's {max_positions} positions; "
-                         f"set `max_length` <= {max_positions}")
+        raise ValueError(
+            f"{name}: max_length {max_length} exceeds the model's {max_positions} positions; "
+            f"set `max_length` <= {max_positions}"
+        )
     return config, layers
 
 
@@ -157,8 +244,18 @@ class _Pass:
         self.start = self.used = self.items_used = 0
         self.fingerprint = Fingerprint(layers + 1)
 
-    def run(self, body, source, next_token: NextTokenLoss | None, out_dir: Path, metadata: dict, batch_size: int,
-            store_dtype: str, device: torch.device, dtype: torch.dtype) -> dict:
+    def run(
+        self,
+        body,
+        source,
+        next_token: NextTokenLoss | None,
+        out_dir: Path,
+        metadata: dict,
+        batch_size: int,
+        store_dtype: str,
+        device: torch.device,
+        dtype: torch.dtype,
+    ) -> dict:
         """Write every layer's shard; the manifest's record of the pass: items read and used, positions per item,
         the batch size that fit, the layers stored in float32, the time taken and the fingerprint of what was kept.
         A short shard is never written: the error comes before they close."""
@@ -169,9 +266,16 @@ class _Pass:
         labels = [f"{self.name} layer {layer}" for layer in range(self.layers + 1)]
         started = time.perf_counter()
         with ExitStack() as stack:
-            shards = [stack.enter_context(ShardWriter(out_dir / paths.shard_name(layer), store_dtype=store_dtype,
-                                                      metadata={**metadata, "layer": layer}))
-                      for layer in range(self.layers + 1)]
+            shards = [
+                stack.enter_context(
+                    ShardWriter(
+                        out_dir / paths.shard_name(layer),
+                        store_dtype=store_dtype,
+                        metadata={**metadata, "layer": layer},
+                    )
+                )
+                for layer in range(self.layers + 1)
+            ]
             pipeline = stack.enter_context(ShardPipeline(shards, threads=writer_threads))  # before closing
             progress = stack.enter_context(tqdm(total=self.n_tokens, unit="tok", desc=self.name, mininterval=5))
             while self.start < len(source) and min(self.filled) < self.n_tokens:
@@ -195,34 +299,49 @@ class _Pass:
             pipeline.drain()
             self._check_complete(source)
         seconds = time.perf_counter() - started
-        return {"windows_used": self.used, "items_used": self.items_used, "positions_per_item": self.per_item,
-                "batch_size": batch_size, "seconds": round(seconds, 3),
-                "tokens_per_second": round(self.n_tokens / seconds, 1),
-                "float32_layers": [layer for layer, shard in enumerate(shards) if shard.store_dtype != store_dtype],
-                "fingerprint": self.fingerprint.record()}
+        return {
+            "windows_used": self.used,
+            "items_used": self.items_used,
+            "positions_per_item": self.per_item,
+            "batch_size": batch_size,
+            "seconds": round(seconds, 3),
+            "tokens_per_second": round(self.n_tokens / seconds, 1),
+            "float32_layers": [layer for layer, shard in enumerate(shards) if shard.store_dtype != store_dtype],
+            "fingerprint": self.fingerprint.record(),
+        }
 
     def _keep(self, batch, hidden: tuple, source) -> list[tuple]:
         """Each layer's kept vectors of one batch, (n_kept, D), with their index (items, positions, token ids)."""
         if len(hidden) != self.layers + 1:
-            raise RuntimeError(f"{self.name}: the forward pass returned {len(hidden)} hidden states, expected "
-                               f"{self.layers + 1} (embedding output + {self.layers} blocks)")
+            raise RuntimeError(
+                f"{self.name}: the forward pass returned {len(hidden)} hidden states, expected "
+                f"{self.layers + 1} (embedding output + {self.layers} blocks)"
+            )
         views = [batch.tokens(states) for states in hidden]  # keep masks are on the host: they wait for no GPU
         if source.per_item:
             if self.start == 0:
-                self.per_item = _positions_per_item([keep for _, keep, _ in views], self.per_item, source.unit,
-                                                    self.name)
-            keeps = per_item_positions([keep for _, keep, _ in views], batch.items, self.per_item,
-                                       self.n_tokens - self.filled[0])
+                self.per_item = _positions_per_item(
+                    [keep for _, keep, _ in views], self.per_item, source.unit, self.name
+                )
+            keeps = per_item_positions(
+                [keep for _, keep, _ in views], batch.items, self.per_item, self.n_tokens - self.filled[0]
+            )
             views = [(vectors, keep, token_ids) for (vectors, _, token_ids), keep in zip(views, keeps)]
         kept = []
         for layer, (vectors, keep, token_ids) in enumerate(views):
             rows, positions = keep.nonzero(as_tuple=True)
-            rows, positions = rows[:self.n_tokens - self.filled[layer]], positions[:self.n_tokens - self.filled[layer]]
+            rows, positions = (
+                rows[: self.n_tokens - self.filled[layer]],
+                positions[: self.n_tokens - self.filled[layer]],
+            )
             self.filled[layer] += len(rows)
             self.items_used += len(rows.unique()) if layer == 0 else 0
             self.used = max(self.used, self.start + int(rows.max()) + 1 if len(rows) else 0)
-            index = dict(windows=batch.items[rows].numpy(), positions=positions.numpy(),
-                         token_ids=None if token_ids is None else token_ids[rows, positions].numpy())
+            index = dict(
+                windows=batch.items[rows].numpy(),
+                positions=positions.numpy(),
+                token_ids=None if token_ids is None else token_ids[rows, positions].numpy(),
+            )
             flat = _kept(vectors, rows * vectors.shape[1] + positions)  # rows of (batch * length, D)
             self.fingerprint.add(layer, flat)
             kept.append((flat, index))
@@ -233,22 +352,40 @@ class _Pass:
         if min(self.filled) < self.n_tokens:
             layer = self.filled.index(min(self.filled))
             needed = math.ceil(self.n_tokens * self.start / max(self.filled[layer], 1))
-            raise ValueError(f"{self.name}: the {len(source)} {source.unit} yield {self.filled[layer]} token vectors "
-                             f"at layer {layer}, fewer than the budget n_tokens={self.n_tokens}; sample about "
-                             f"{needed} {source.unit} (the corpus's count) or lower the token budget")
+            raise ValueError(
+                f"{self.name}: the {len(source)} {source.unit} yield {self.filled[layer]} token vectors "
+                f"at layer {layer}, fewer than the budget n_tokens={self.n_tokens}; sample about "
+                f"{needed} {source.unit} (the corpus's count) or lower the token budget"
+            )
 
 
-def _loss_record(next_token: NextTokenLoss | None, loss_kind: str | None, no_loss: str | None, model, source,
-                 preprocessor, loss: dict | None, batch_size: int, device: torch.device) -> dict:
+def _loss_record(
+    next_token: NextTokenLoss | None,
+    loss_kind: str | None,
+    no_loss: str | None,
+    model,
+    source,
+    preprocessor,
+    loss: dict | None,
+    batch_size: int,
+    device: torch.device,
+) -> dict:
     """The checkpoint's loss for the manifest: from the pass's own logits, from a masked pass of its own (masking
     changes the hidden states measured), or none with the reason; and the seconds it took beyond the pass."""
     started = time.perf_counter()
     if next_token:
         record = next_token.record()
     elif loss_kind == MASKED_LM:
-        record = masked_lm_loss(model, source, preprocessor, budget=loss["tokens"],
-                                mask_probability=loss["mask_probability"], seed=loss["seed"],
-                                batch_size=batch_size, device=device)
+        record = masked_lm_loss(
+            model,
+            source,
+            preprocessor,
+            budget=loss["tokens"],
+            mask_probability=loss["mask_probability"],
+            seed=loss["seed"],
+            batch_size=batch_size,
+            device=device,
+        )
     else:
         record = {"kind": None, "value": None, "tokens": 0, "reason": no_loss}
     record["seconds"] = round(time.perf_counter() - started, 3)
@@ -258,12 +395,15 @@ def _loss_record(next_token: NextTokenLoss | None, loss_kind: str | None, no_los
 def _on_device(inputs: dict, device: torch.device, dtype: torch.dtype) -> dict:
     """The forward pass's keyword arguments on `device`, floating-point ones in `dtype`. non_blocking: the host
     stages the (pageable) inputs at once, and this thread need not wait for the GPU."""
-    return {key: value.to(device, dtype=dtype if value.is_floating_point() else None, non_blocking=True)
-            for key, value in inputs.items()}
+    return {
+        key: value.to(device, dtype=dtype if value.is_floating_point() else None, non_blocking=True)
+        for key, value in inputs.items()
+    }
 
 
-def _estimate_batch_norm(model, source, items: int, batch_size: int, device: torch.device, dtype: torch.dtype,
-                         name: str) -> dict:
+def _estimate_batch_norm(
+    model, source, items: int, batch_size: int, device: torch.device, dtype: torch.dtype, name: str
+) -> dict:
     """The statistics of the batch-norm layers of `model` that hold their defaults, estimated on the first `items`
     of `source`, those the pass reads (`extraction.batch_norm`); and the manifest's record of it: the model's
     batch-norm layers, how many were estimated, on how many items."""
@@ -273,10 +413,18 @@ def _estimate_batch_norm(model, source, items: int, batch_size: int, device: tor
     if defaults:
         started = time.perf_counter()
         chunks = estimation_chunks(items, 1 if source.solo else batch_size)
-        estimate_statistics(model, (_on_device(source.batch(start, size).inputs, device, dtype)
-                                    for start, size in chunks), defaults)
-        logger.info("%s: %d of %d batch-norm layers held default statistics; estimated on %d %s in %.1f s", name,
-                    len(defaults), len(norms), items, source.unit, time.perf_counter() - started)
+        estimate_statistics(
+            model, (_on_device(source.batch(start, size).inputs, device, dtype) for start, size in chunks), defaults
+        )
+        logger.info(
+            "%s: %d of %d batch-norm layers held default statistics; estimated on %d %s in %.1f s",
+            name,
+            len(defaults),
+            len(norms),
+            items,
+            source.unit,
+            time.perf_counter() - started,
+        )
     return {"batch_norm_layers": len(norms), "batch_norm_estimated": len(defaults), "batch_norm_items": items}
 
 
@@ -287,13 +435,17 @@ def _positions_per_item(keeps: list[torch.Tensor], k: int | None, unit: str, nam
     fewest = min(counts)
     if k is None:
         if fewest == 0:
-            raise ValueError(f"{name}: layer {counts.index(0)} keeps no vector of the first {unit[:-1]}; check the "
-                             "preprocessor's size and special_tokens")
+            raise ValueError(
+                f"{name}: layer {counts.index(0)} keeps no vector of the first {unit[:-1]}; check the "
+                "preprocessor's size and special_tokens"
+            )
         return fewest
     if fewest < k:
-        raise ValueError(f"{name}: layer {counts.index(fewest)} has {fewest} positions per {unit[:-1]}, fewer than "
-                         f"extraction.positions_per_image = {k}, which every image model of the config keeps; set "
-                         f"it to at most {fewest}")
+        raise ValueError(
+            f"{name}: layer {counts.index(fewest)} has {fewest} positions per {unit[:-1]}, fewer than "
+            f"extraction.positions_per_image = {k}, which every image model of the config keeps; set "
+            f"it to at most {fewest}"
+        )
     return k
 
 

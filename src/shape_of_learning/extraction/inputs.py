@@ -61,8 +61,9 @@ class TextInputs:
 
     unit = "windows"
 
-    def __init__(self, windows: list[str], tokenizer, config, *, n_tokens: int, max_length: int,
-                 exclude_special: bool, name: str):
+    def __init__(
+        self, windows: list[str], tokenizer, config, *, n_tokens: int, max_length: int, exclude_special: bool, name: str
+    ):
         self.rate = config.downsampling_rate if config.model_type == "canine" else None
         self.per_item = self.solo = self.rate is not None
         if self.per_item:
@@ -78,9 +79,14 @@ class TextInputs:
     def rows(self, start: int, size: int) -> list[tuple[int, list[int], list[int]]]:
         """(window index, token ids, kept positions) of the batch's windows."""
         if not self.per_item:
-            return self.plan[start:start + size]
-        encoded = self.tokenizer(self.windows[start], truncation=True, max_length=self.max_length,
-                                 return_special_tokens_mask=True, return_attention_mask=False)
+            return self.plan[start : start + size]
+        encoded = self.tokenizer(
+            self.windows[start],
+            truncation=True,
+            max_length=self.max_length,
+            return_special_tokens_mask=True,
+            return_attention_mask=False,
+        )
         return [(start, encoded["input_ids"], kept_positions(encoded["special_tokens_mask"], self.exclude_special))]
 
     def batch(self, start: int, size: int) -> Batch:
@@ -90,8 +96,8 @@ class TextInputs:
         attention_mask = torch.zeros_like(input_ids)
         keep = torch.zeros_like(input_ids, dtype=torch.bool)
         for row, (_, ids, kept) in enumerate(rows):
-            input_ids[row, :len(ids)] = torch.tensor(ids)
-            attention_mask[row, :len(ids)] = 1
+            input_ids[row, : len(ids)] = torch.tensor(ids)
+            attention_mask[row, : len(ids)] = 1
             keep[row, kept] = True
 
         def tokens(states):
@@ -99,11 +105,15 @@ class TextInputs:
                 return states, keep, input_ids
             # CANINE molecules: [CLS], then molecule j >= 1 pools characters (j-1)*rate .. j*rate-1; a molecule is
             # kept if all its characters are (so none is padding, nor a special character under `exclude`)
-            pooled = keep[:, :(states.shape[1] - 1) * self.rate].unflatten(1, (-1, self.rate)).all(2)
+            pooled = keep[:, : (states.shape[1] - 1) * self.rate].unflatten(1, (-1, self.rate)).all(2)
             return states, torch.cat([keep[:, :1], pooled], 1), None
 
-        return Batch({"input_ids": input_ids, "attention_mask": attention_mask},
-                     torch.tensor([window for window, _, _ in rows]), tokens, keep)
+        return Batch(
+            {"input_ids": input_ids, "attention_mask": attention_mask},
+            torch.tensor([window for window, _, _ in rows]),
+            tokens,
+            keep,
+        )
 
 
 class ImageInputs:
@@ -125,8 +135,9 @@ class ImageInputs:
         return len(self.images)
 
     def batch(self, start: int, size: int) -> Batch:
-        pixel_values = self.processor([self.decode(data) for data in self.images[start:start + size]],
-                                      return_tensors="pt")["pixel_values"]
+        pixel_values = self.processor(
+            [self.decode(data) for data in self.images[start : start + size]], return_tensors="pt"
+        )["pixel_values"]
         height, width = pixel_values.shape[-2:]
 
         def tokens(states):
@@ -163,8 +174,11 @@ class AudioInputs:
         self.clips = [decode_audio(data, self.rate) for data in clips]
         self.feature_extractor, self.model = feature_extractor, model
         self.whisper = model.config.model_type == "whisper"
-        self.masked = (not self.whisper and feature_extractor.return_attention_mask
-                       and getattr(model.config, "feat_extract_norm", None) == "layer")
+        self.masked = (
+            not self.whisper
+            and feature_extractor.return_attention_mask
+            and getattr(model.config, "feat_extract_norm", None) == "layer"
+        )
         self.solo = not (self.whisper or self.masked)
 
     def __len__(self):
@@ -179,7 +193,7 @@ class AudioInputs:
         return self.model._get_feat_extract_output_lengths(samples)
 
     def batch(self, start: int, size: int) -> Batch:
-        clips = self.clips[start:start + (1 if self.solo else size)]
+        clips = self.clips[start : start + (1 if self.solo else size)]
         if self.whisper:  # Whisper's encoder takes exactly 30 s of log-mel features
             features = self.feature_extractor(clips, sampling_rate=self.rate, return_tensors="pt")
             inputs = {"input_features": features["input_features"]}
@@ -197,25 +211,33 @@ class AudioInputs:
         return Batch(inputs, torch.arange(start, start + len(clips)), tokens)
 
 
-def plan_windows(tokenizer, windows: list[str], n_tokens: int, max_length: int, exclude_special: bool,
-                 name: str, chunk: int = 256) -> list[tuple[int, list[int], list[int]]]:
+def plan_windows(
+    tokenizer, windows: list[str], n_tokens: int, max_length: int, exclude_special: bool, name: str, chunk: int = 256
+) -> list[tuple[int, list[int], list[int]]]:
     """(window index, token ids, kept positions) for the first windows that together hold exactly `n_tokens` kept
     tokens; the last window's kept positions are cut to meet the budget. Tokenizes only as far as needed."""
     planned, total = [], 0
     for first in range(0, len(windows), chunk):
-        encoded = tokenizer(windows[first:first + chunk], truncation=True, max_length=max_length,
-                            return_special_tokens_mask=True, return_attention_mask=False)
+        encoded = tokenizer(
+            windows[first : first + chunk],
+            truncation=True,
+            max_length=max_length,
+            return_special_tokens_mask=True,
+            return_attention_mask=False,
+        )
         for offset, (ids, special) in enumerate(zip(encoded["input_ids"], encoded["special_tokens_mask"])):
-            kept = kept_positions(special, exclude_special)[:n_tokens - total]
+            kept = kept_positions(special, exclude_special)[: n_tokens - total]
             if kept:
                 planned.append((first + offset, ids, kept))
                 total += len(kept)
             if total == n_tokens:
                 return planned
     policy = "excluded" if exclude_special else "included"
-    raise ValueError(f"{name}: the {len(windows)} windows hold {total} usable tokens (max_length {max_length}, "
-                     f"special tokens {policy}), fewer than the budget n_tokens={n_tokens}; give more windows, "
-                     "longer windows (raise max_length if they are truncated), or a smaller token budget")
+    raise ValueError(
+        f"{name}: the {len(windows)} windows hold {total} usable tokens (max_length {max_length}, "
+        f"special tokens {policy}), fewer than the budget n_tokens={n_tokens}; give more windows, "
+        "longer windows (raise max_length if they are truncated), or a smaller token budget"
+    )
 
 
 def kept_positions(special_tokens_mask: list[int], exclude_special: bool) -> list[int]:

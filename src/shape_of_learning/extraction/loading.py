@@ -27,9 +27,10 @@ def load_preprocessor(entry: dict, checkpoint: Checkpoint, revision: str | None)
     source = tokenizer_location(entry, checkpoint)
     kind = {"text": AutoTokenizer, "image": AutoImageProcessor, "audio": AutoFeatureExtractor}[entry["modality"]]
     revision = revision if source == checkpoint.location else None
-    return network.retry(lambda: kind.from_pretrained(source, revision=revision,
-                                                      trust_remote_code=entry["trust_remote_code"]),
-                         what=f"loading the {entry['modality']} preprocessor of {source}")
+    return network.retry(
+        lambda: kind.from_pretrained(source, revision=revision, trust_remote_code=entry["trust_remote_code"]),
+        what=f"loading the {entry['modality']} preprocessor of {source}",
+    )
 
 
 def device_and_dtype(dtype: str, device: str) -> tuple[str, torch.dtype]:
@@ -44,9 +45,21 @@ def device_and_dtype(dtype: str, device: str) -> tuple[str, torch.dtype]:
     return device, DTYPES[dtype]
 
 
-def load_model(location: str, revision: str | None, config, dtype: torch.dtype, device: str,
-               trust_remote_code: bool, weights_format: str = "safetensors", name: str = "", *, kind: str = "",
-               modality: str = "text", head: bool = True, init_seed: int | None = None) -> tuple:
+def load_model(
+    location: str,
+    revision: str | None,
+    config,
+    dtype: torch.dtype,
+    device: str,
+    trust_remote_code: bool,
+    weights_format: str = "safetensors",
+    name: str = "",
+    *,
+    kind: str = "",
+    modality: str = "text",
+    head: bool = True,
+    init_seed: int | None = None,
+) -> tuple:
     """The model in eval mode, the device its inputs go to, and the loss its head can report (None and why not),
     from the pinned weight format only; with `init_seed` (a random-init baseline, `models.checkpoints.RandomInit`),
     the architecture of `config` with random weights instead, seeded, no weights read.
@@ -61,23 +74,40 @@ def load_model(location: str, revision: str | None, config, dtype: torch.dtype, 
             torch.manual_seed(init_seed)
             model = random_model(architecture, config, trust_remote_code)  # on CPU: the same weights on any device
         model.config.use_cache = False
-        return (model.to(device=device, dtype=dtype).eval(), torch.device(device), None,
-                "random initialisation: its head was never trained")
-    kwargs = dict(config=config, revision=revision, dtype=dtype, use_safetensors=weights_format == "safetensors",
-                  weights_only=True, trust_remote_code=trust_remote_code, output_loading_info=True)
+        return (
+            model.to(device=device, dtype=dtype).eval(),
+            torch.device(device),
+            None,
+            "random initialisation: its head was never trained",
+        )
+    kwargs = dict(
+        config=config,
+        revision=revision,
+        dtype=dtype,
+        use_safetensors=weights_format == "safetensors",
+        weights_only=True,
+        trust_remote_code=trust_remote_code,
+        output_loading_info=True,
+    )
     architecture, loss, reason = model_class(config, kind, modality, head)
     if device.startswith("cuda"):
         weight_bytes = parameter_count(architecture, config, trust_remote_code) * dtype.itemsize
         index = torch.device(device).index or 0
         free_bytes = torch.cuda.mem_get_info(index)[0]
         if weight_bytes > 0.8 * free_bytes:  # leave room for activations
-            logger.info("%s: %.1f GB of weights vs %.1f GB free on %s; loading with device_map='auto'", location,
-                        weight_bytes / 1e9, free_bytes / 1e9, device)
+            logger.info(
+                "%s: %.1f GB of weights vs %.1f GB free on %s; loading with device_map='auto'",
+                location,
+                weight_bytes / 1e9,
+                free_bytes / 1e9,
+                device,
+            )
             # accelerate would fill the GPU with weights and leave no room for a batch's activations (seen on an
             # H200: out of memory at batch size 1), so weights get 70% of the free memory and the rest goes to CPU
             max_memory = get_max_memory() | {index: int(0.7 * free_bytes)}
-            model, missing = _from_pretrained(architecture, location, name, device_map="auto", max_memory=max_memory,
-                                              **kwargs)
+            model, missing = _from_pretrained(
+                architecture, location, name, device_map="auto", max_memory=max_memory, **kwargs
+            )
             # inputs go where the first module (the embeddings) was placed
             return model, next(model.parameters()).device, *_head(loss, reason, missing)
     model, missing = _from_pretrained(architecture, location, name, **kwargs)
@@ -100,8 +130,9 @@ def _head(loss: str | None, reason: str, missing: list[str]) -> tuple[str | None
 def _from_pretrained(architecture, location: str, name: str, **kwargs):
     """The model in eval mode and the weights the checkpoint lacked (initialised at random)."""
     try:
-        model, info = network.retry(lambda: architecture.from_pretrained(location, **kwargs),
-                                    what=f"{name}: loading the weights of {location}")
+        model, info = network.retry(
+            lambda: architecture.from_pretrained(location, **kwargs), what=f"{name}: loading the weights of {location}"
+        )
         model.config.use_cache = False  # a decoder would keep every layer's keys and values for a generation never run
         return model.eval(), list(info["missing_keys"])
     except pickle.UnpicklingError as error:
@@ -111,4 +142,5 @@ def _from_pretrained(architecture, location: str, name: str, **kwargs):
             f"(code that would run on load; {culprit or 'torch says which in the log'}), which "
             "torch.load(weights_only=True) does not execute. Nothing was run. Use safetensors weights "
             "(`weights: safetensors`, or a revision that has them); the pipeline never loads pickles with "
-            "weights_only=False") from error
+            "weights_only=False"
+        ) from error

@@ -38,7 +38,7 @@ class NextTokenLoss:
         rows, columns = kept.nonzero(as_tuple=True)
         index = self.seen + torch.arange(len(rows))
         chosen = (index < self.n_tokens) & (index % self.stride == 0) & (columns > 0)
-        rows, columns = rows[chosen][:self.budget - self.count], columns[chosen][:self.budget - self.count]
+        rows, columns = rows[chosen][: self.budget - self.count], columns[chosen][: self.budget - self.count]
         predicting = torch.zeros_like(kept)
         predicting[rows, columns - 1] = True
         self.pending = len(index)  # counted once the batch's logits arrive: a batch retried smaller asks again
@@ -58,8 +58,17 @@ class NextTokenLoss:
         return _record("next-token", self.total, self.squares, self.count, self.classes, "no kept token has a prefix")
 
 
-def masked_lm_loss(model, source: TextInputs, tokenizer, *, budget: int, mask_probability: float, seed: int,
-                   batch_size: int, device: torch.device) -> dict:
+def masked_lm_loss(
+    model,
+    source: TextInputs,
+    tokenizer,
+    *,
+    budget: int,
+    mask_probability: float,
+    seed: int,
+    batch_size: int,
+    device: torch.device,
+) -> dict:
     """The masked-LM loss of an encoder with its head on windows spread over `source`'s (module docstring)."""
     if tokenizer.mask_token_id is None:
         return _record("masked-lm", 0.0, 0.0, 0, None, "the tokenizer has no mask token")
@@ -77,21 +86,22 @@ def masked_lm_loss(model, source: TextInputs, tokenizer, *, budget: int, mask_pr
             break
     total, squares, count, classes = 0.0, 0.0, 0, None
     for start in range(0, len(rows), batch_size):
-        chunk = rows[start:start + batch_size]
+        chunk = rows[start : start + batch_size]
         longest = max(len(ids) for ids, _ in chunk)
         input_ids = torch.full((len(chunk), longest), source.pad_id, dtype=torch.long)
         attention_mask, labels = torch.zeros_like(input_ids), torch.full_like(input_ids, -100)
         for row, (ids, masked) in enumerate(chunk):
-            input_ids[row, :len(ids)] = torch.where(masked, tokenizer.mask_token_id, ids)
-            attention_mask[row, :len(ids)] = 1
-            labels[row, :len(ids)] = torch.where(masked, ids, -100)
+            input_ids[row, : len(ids)] = torch.where(masked, tokenizer.mask_token_id, ids)
+            attention_mask[row, : len(ids)] = 1
+            labels[row, : len(ids)] = torch.where(masked, ids, -100)
         masked = labels != -100
         if not masked.any():
             continue
         with torch.inference_mode():
             logits = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device)).logits
-        losses = torch.nn.functional.cross_entropy(logits[masked.to(logits.device)].float(),
-                                                   labels[masked].to(logits.device), reduction="none").double()
+        losses = torch.nn.functional.cross_entropy(
+            logits[masked.to(logits.device)].float(), labels[masked].to(logits.device), reduction="none"
+        ).double()
         total, squares = total + losses.sum().item(), squares + losses.square().sum().item()
         count, classes = count + int(masked.sum()), logits.shape[-1]
     return _record("masked-lm", total, squares, count, classes, "no token was masked")
@@ -100,5 +110,11 @@ def masked_lm_loss(model, source: TextInputs, tokenizer, *, budget: int, mask_pr
 def _record(kind: str, total, squares, count: int, classes: int | None, empty: str) -> dict:
     """The manifest's loss record: the mean of `count` per-token losses summing to `total`, their `squares`' sum,
     and the head's `classes`; without a token, `empty` says why."""
-    return {"kind": kind, "value": float(total) / count if count else None, "tokens": count,
-            "sum_squares": float(squares) if count else None, "vocab_size": classes, "reason": "" if count else empty}
+    return {
+        "kind": kind,
+        "value": float(total) / count if count else None,
+        "tokens": count,
+        "sum_squares": float(squares) if count else None,
+        "vocab_size": classes,
+        "reason": "" if count else empty,
+    }

@@ -127,14 +127,22 @@ def read_parquet(path, columns=None, fix: str = "delete it and rerun snakemake, 
 
 def read_shard(path) -> tuple[np.ndarray, dict]:
     """Return the shard's vectors as float32 (n, D) and its metadata dict."""
-    table = read_parquet(path, ["vector"], fix="delete the shard's directory and rerun snakemake, which extracts it "
-                                              "again (keep_embeddings: false also drops shards once measured)")
+    table = read_parquet(
+        path,
+        ["vector"],
+        fix="delete the shard's directory and rerun snakemake, which extracts it "
+        "again (keep_embeddings: false also drops shards once measured)",
+    )
     raw = (table.schema.metadata or {}).get(METADATA_KEY)
     if raw is None:
         raise ValueError(f"{path} is not a shape_of_learning shard: no {METADATA_KEY!r} schema metadata")
     metadata = json.loads(raw)
     column = table.column("vector").combine_chunks()
     dtype = np.dtype(metadata["store_dtype"]).newbyteorder("<")
-    vectors = np.frombuffer(column.buffers()[1], dtype=dtype, count=len(column) * metadata["dim"],
-                            offset=column.offset * column.type.byte_width)
+    vectors = np.frombuffer(
+        column.buffers()[1],
+        dtype=dtype,
+        count=len(column) * metadata["dim"],
+        offset=column.offset * column.type.byte_width,
+    )
     return vectors.reshape(len(column), metadata["dim"]).astype(np.float32), metadata

@@ -27,7 +27,7 @@ FLOAT16_MAX = 65504.0
 # spacing near zero (2^-24) would then exceed 2^-14 of a typical value, and below 2^-25 every value is stored as 0
 # (a random-init EfficientNet's blocks: transformers draws their batch-norm scales from N(0, 0.02) and the states
 # shrink block by block to 1e-28).
-FLOAT16_SMALLEST_RMS = 2.0 ** -10
+FLOAT16_SMALLEST_RMS = 2.0**-10
 
 
 class ShardPipeline:
@@ -59,16 +59,26 @@ class ShardPipeline:
     def put(self, layers: list[tuple[torch.Tensor, dict]], labels: list[str]) -> None:
         """Queue one batch: per layer its kept vectors (n, D) and index columns (`ShardWriter.append`'s keywords);
         a layer with n = 0 writes nothing. Waits for older batches only beyond `in_flight`."""
-        staged = [self._stage(vectors, self._store_dtype(layer, vectors, labels[layer])) if len(vectors) else None
-                  for layer, (vectors, _) in enumerate(layers)]
+        staged = [
+            self._stage(vectors, self._store_dtype(layer, vectors, labels[layer])) if len(vectors) else None
+            for layer, (vectors, _) in enumerate(layers)
+        ]
         events = {device: self._record(device) for device in self.copy_streams}
         writes = []
         for layer, (stage, (_, index)) in enumerate(zip(staged, layers)):
             if stage is None:  # a batch of skipped items (a short CANINE window) keeps nothing
                 continue
             host, checks, device = stage
-            write = self.threads.submit(self._write, self.shards[layer], host, checks, events.get(device), index,
-                                        self.last[layer], labels[layer])
+            write = self.threads.submit(
+                self._write,
+                self.shards[layer],
+                host,
+                checks,
+                events.get(device),
+                index,
+                self.last[layer],
+                labels[layer],
+            )
             self.last[layer] = write
             writes.append(write)
         self.pending.append(writes)
@@ -92,14 +102,14 @@ class ShardPipeline:
         if shard.store_dtype == "float16" and not self.sized[layer]:
             rms = float(vectors.double().square().mean().sqrt())
             if rms < FLOAT16_SMALLEST_RMS:
-                logger.warning("%s: values of root-mean-square %.3g, too small for float16; stored as float32", label,
-                               rms)
+                logger.warning(
+                    "%s: values of root-mean-square %.3g, too small for float16; stored as float32", label, rms
+                )
                 shard.store_dtype = "float32"
         self.sized[layer] = True
         return shard.store_dtype
 
-    def _stage(self, vectors: torch.Tensor, store_dtype: str) -> tuple[torch.Tensor, torch.Tensor,
-                                                                       torch.device | None]:
+    def _stage(self, vectors: torch.Tensor, store_dtype: str) -> tuple[torch.Tensor, torch.Tensor, torch.device | None]:
         """Checks and storage-dtype copy of `vectors` on their device, then (CUDA) their asynchronous copy to pinned
         host memory on the device's copy stream. Returns (host vectors, host checks, the CUDA device or None)."""
         non_finite = (~torch.isfinite(vectors)).sum().double()
@@ -129,18 +139,29 @@ class ShardPipeline:
         event.record(self.copy_streams[device])
         return event
 
-    def _write(self, shard: ShardWriter, host: torch.Tensor, checks: torch.Tensor, event, index: dict,
-               previous: Future | None, label: str) -> None:
+    def _write(
+        self,
+        shard: ShardWriter,
+        host: torch.Tensor,
+        checks: torch.Tensor,
+        event,
+        index: dict,
+        previous: Future | None,
+        label: str,
+    ) -> None:
         if previous is not None:
             previous.result()  # the shard's earlier batch first; its error, if any, is this write's too
         if event is not None:
             event.synchronize()
         non_finite, largest = checks.tolist()
         if non_finite:  # a float16/bfloat16 overflow: never stored, so never averaged into a metric
-            raise FloatingPointError(f"{label}: {int(non_finite)} non-finite hidden-state values (NaN or Inf, "
-                                     "typically a float16 overflow); extract with `dtype: float32` (the model's "
-                                     "entry or extraction.dtype)")
+            raise FloatingPointError(
+                f"{label}: {int(non_finite)} non-finite hidden-state values (NaN or Inf, "
+                "typically a float16 overflow); extract with `dtype: float32` (the model's "
+                "entry or extraction.dtype)"
+            )
         if shard.store_dtype == "float16" and largest > FLOAT16_MAX:
-            raise ValueError(f"{label}: values beyond the float16 range (|x| > {FLOAT16_MAX:g}); extract with "
-                             "store_dtype='float32'")
+            raise ValueError(
+                f"{label}: values beyond the float16 range (|x| > {FLOAT16_MAX:g}); extract with store_dtype='float32'"
+            )
         shard.append(host.numpy(), **index)

@@ -49,17 +49,35 @@ class FigureKind:
         return self.targets[position] if position < len(self.targets) else self.draw.__name__
 
 
-FIGURE_KINDS: dict[str, FigureKind] = {kind.draw.__name__: kind for kind in [
-    FigureKind(anisotropy_by_layer, "1: anisotropy, encoders vs decoders", "anisotropy_by_layer", targets=("figure1",)),
-    FigureKind(profile_across_checkpoints, "2-3: profile across checkpoints", "profile_{model}_{metric}",
-               targets=("figure2", "figure3")),  # the paper's Bloom, then Pythia
-    FigureKind(id_across_checkpoints, "4: intrinsic dimension vs step", "id_across_checkpoints", targets=("figure4",)),
-    FigureKind(id_estimators, "5: three ID estimators", "id_estimators_{model}", per_model=True,
-               targets=("figure5",)),
-    FigureKind(profile_by_modality, "Godey et al.: by modality, trained and at initialisation", "profile_by_modality",
-               targets=("godey",)),
-    FigureKind(loss_across_checkpoints, "loss and checkpoint health", "loss_{model}", per_model=True, reads="health"),
-]}
+FIGURE_KINDS: dict[str, FigureKind] = {
+    kind.draw.__name__: kind
+    for kind in [
+        FigureKind(
+            anisotropy_by_layer, "1: anisotropy, encoders vs decoders", "anisotropy_by_layer", targets=("figure1",)
+        ),
+        FigureKind(
+            profile_across_checkpoints,
+            "2-3: profile across checkpoints",
+            "profile_{model}_{metric}",
+            targets=("figure2", "figure3"),
+        ),  # the paper's Bloom, then Pythia
+        FigureKind(
+            id_across_checkpoints, "4: intrinsic dimension vs step", "id_across_checkpoints", targets=("figure4",)
+        ),
+        FigureKind(
+            id_estimators, "5: three ID estimators", "id_estimators_{model}", per_model=True, targets=("figure5",)
+        ),
+        FigureKind(
+            profile_by_modality,
+            "Godey et al.: by modality, trained and at initialisation",
+            "profile_by_modality",
+            targets=("godey",),
+        ),
+        FigureKind(
+            loss_across_checkpoints, "loss and checkpoint health", "loss_{model}", per_model=True, reads="health"
+        ),
+    ]
+}
 
 
 @dataclass(frozen=True)

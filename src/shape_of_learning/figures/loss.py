@@ -32,9 +32,11 @@ def loss_across_checkpoints(health: pd.DataFrame, model: str, out_png: Path, out
     rows = health[(health["model"] == model) & (health["step"] >= 0)].sort_values("step")
     if rows.empty or rows["loss"].isna().all():
         reasons = sorted(set(health.loc[health["model"] == model, "loss_kind"].dropna())) or ["none recorded"]
-        raise ValueError(f"model {model!r} has no loss at any training checkpoint (loss kinds: {reasons}); a model "
-                         "reports one with a language-model head (extraction.loss): leave it out of "
-                         "figures.loss_across_checkpoints")
+        raise ValueError(
+            f"model {model!r} has no loss at any training checkpoint (loss kinds: {reasons}); a model "
+            "reports one with a language-model head (extraction.loss): leave it out of "
+            "figures.loss_across_checkpoints"
+        )
     rows = rows[rows["loss"].notna()]
     figure, (ax,) = new_figure(1, 6.5, sharey=False)
     (colour, warning) = palette(2)
@@ -49,7 +51,9 @@ def loss_across_checkpoints(health: pd.DataFrame, model: str, out_png: Path, out
         axis(lambda loss, _position: f"{loss:g}")
     kind = rows["loss_kind"].iloc[0]
     ax.set_ylabel(LOSS_LABELS[kind])
-    ax.set_title(f"{model}: loss on the corpus during training ({int(rows['loss_tokens'].iloc[0])} {TOKENS[kind]} each)")
+    ax.set_title(
+        f"{model}: loss on the corpus during training ({int(rows['loss_tokens'].iloc[0])} {TOKENS[kind]} each)"
+    )
     ax.legend(fontsize="small")
     noted = health[(health["model"] == model) & (health["health"].notna() | health["drawn_as"].notna())]
     if len(noted):

@@ -29,9 +29,17 @@ def model_group(entry: dict) -> dict:
     return {"modality": modality, "group": "CNN" if entry["kind"] == "cnn" else "transformer"}
 
 
-def profile_by_modality(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, groups: dict[str, dict],
-                metrics: list[str], random_init_seed: int, models: Iterable[str] | None = None,
-                flagged: str) -> matplotlib.figure.Figure:
+def profile_by_modality(
+    summary: pd.DataFrame,
+    out_png: Path,
+    out_pdf: Path,
+    *,
+    groups: dict[str, dict],
+    metrics: list[str],
+    random_init_seed: int,
+    models: Iterable[str] | None = None,
+    flagged: str,
+) -> matplotlib.figure.Figure:
     """Godey et al. (2023), "Is Anisotropy Inherent to Transformers?": each metric per relative depth (0 = embedding
     output or first stage, 1 = last block or stage) at each model's final checkpoint, one panel per modality and
     metric, and in the same colour, thin with x markers, the same architecture at initialisation: its step-0
@@ -59,11 +67,24 @@ def profile_by_modality(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, 
             for model in sorted(model for model in colours if groups[model]["modality"] == modality):
                 style = dict(color=colours[model], linestyle=GROUP_STYLES.get(groups[model]["group"], "-"))
                 line = finals[(finals["model"] == model) & (finals["metric"] == metric)]
-                plot_band(ax, line["layer"] / line["num_layers"], line["mean"], line["std"], marker="o", markersize=3,
-                          label=f"{model} ({groups[model]['group']})", **style)
+                plot_band(
+                    ax,
+                    line["layer"] / line["num_layers"],
+                    line["mean"],
+                    line["std"],
+                    marker="o",
+                    markersize=3,
+                    label=f"{model} ({groups[model]['group']})",
+                    **style,
+                )
                 start = initial[(initial["model"] == model) & (initial["metric"] == metric)]
-                ax.plot(start["layer"] / start["num_layers"], start["mean"], label=f"_{model} at initialisation",
-                        **style, **BASELINE_STYLE)
+                ax.plot(
+                    start["layer"] / start["num_layers"],
+                    start["mean"],
+                    label=f"_{model} at initialisation",
+                    **style,
+                    **BASELINE_STYLE,
+                )
             ax.set_title(modality.capitalize() if row == 0 else "")
             ax.set_xlabel("Relative depth (layer / number of layers)")
             if column == 0:
@@ -71,8 +92,9 @@ def profile_by_modality(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, 
             if row == 0:
                 ax.plot([], [], color="grey", label="at initialisation", **BASELINE_STYLE)
                 ax.legend(fontsize="small")
-    figure.suptitle("Across layers by modality, trained and at initialisation: transformers vs CNNs, characters vs "
-                    "subwords")
+    figure.suptitle(
+        "Across layers by modality, trained and at initialisation: transformers vs CNNs, characters vs subwords"
+    )
     footnote(figure, rows, noted, flagged, initialisation_text(initial, random_init_seed))
     return save(figure, out_png, out_pdf)
 

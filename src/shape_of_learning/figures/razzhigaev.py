@@ -16,10 +16,25 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from shape_of_learning.figures.rows import (apply_health, final_checkpoints, layer_average, layer_average_text, select,
-                                            training_checkpoints)
-from shape_of_learning.figures.style import (footnote, format_step, integer_ticks, metric_label, new_figure, palette,
-                                             plot_band, save, step_axis)
+from shape_of_learning.figures.rows import (
+    apply_health,
+    final_checkpoints,
+    layer_average,
+    layer_average_text,
+    select,
+    training_checkpoints,
+)
+from shape_of_learning.figures.style import (
+    footnote,
+    format_step,
+    integer_ticks,
+    metric_label,
+    new_figure,
+    palette,
+    plot_band,
+    save,
+    step_axis,
+)
 
 if TYPE_CHECKING:
     import matplotlib.figure
@@ -27,8 +42,15 @@ if TYPE_CHECKING:
 KIND_TITLES = {"encoder": "Encoders", "decoder": "Decoders", "cnn": "CNNs"}  # Figure 1's panels, in order (model kinds)
 
 
-def anisotropy_by_layer(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, metric: str,
-                        models: Iterable[str] | None = None, flagged: str) -> matplotlib.figure.Figure:
+def anisotropy_by_layer(
+    summary: pd.DataFrame,
+    out_png: Path,
+    out_pdf: Path,
+    *,
+    metric: str,
+    models: Iterable[str] | None = None,
+    flagged: str,
+) -> matplotlib.figure.Figure:
     """Figure 1 of the paper: a metric of every layer at each model's final checkpoint, encoders and decoders in two
     panels (and CNNs, `kind: cnn`, in a third: their layers are stages, not blocks); x is the layer index (0 =
     embedding output), or the relative depth layer / number of layers in a panel whose models differ in depth. The
@@ -50,8 +72,17 @@ def anisotropy_by_layer(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, 
             x = line["layer"] / line["num_layers"] if relative else line["layer"]
             label = f"{model} ({line['label'].iloc[0]})" if line["step"].iloc[0] >= 0 else model
             dashed = bool(line.get("flagged", pd.Series([False])).iloc[0])
-            plot_band(ax, x, line["mean"], line["std"], color=colours[model], label=label, marker="o", markersize=3,
-                      linestyle="--" if dashed else "-")
+            plot_band(
+                ax,
+                x,
+                line["mean"],
+                line["std"],
+                color=colours[model],
+                label=label,
+                marker="o",
+                markersize=3,
+                linestyle="--" if dashed else "-",
+            )
         ax.set_title(KIND_TITLES[kind])
         if not relative:
             integer_ticks(ax.xaxis)
@@ -63,8 +94,9 @@ def anisotropy_by_layer(summary: pd.DataFrame, out_png: Path, out_pdf: Path, *, 
     return save(figure, out_png, out_pdf)
 
 
-def profile_across_checkpoints(summary: pd.DataFrame, model: str, out_png: Path, out_pdf: Path, *,
-                               metric: str, flagged: str) -> matplotlib.figure.Figure:
+def profile_across_checkpoints(
+    summary: pd.DataFrame, model: str, out_png: Path, out_pdf: Path, *, metric: str, flagged: str
+) -> matplotlib.figure.Figure:
     """Figures 2 and 3 of the paper: a metric of every layer of one model, one line per training checkpoint,
     coloured by training step. The paper finds anisotropy growing during training, then stabilising.
 
@@ -85,9 +117,15 @@ def profile_across_checkpoints(summary: pd.DataFrame, model: str, out_png: Path,
     figure, (ax,) = new_figure(1, 6.5, sharey=False)
     for step, line in rows.groupby("step"):
         dashed = bool(line.get("flagged", pd.Series([False])).iloc[0])
-        plot_band(ax, line["layer"], line["mean"], line["std"], color=cmap(norm(step)),
-                  label=line["label"].iloc[0] + (" (not its step's model)" if dashed else ""),
-                  linestyle="--" if dashed else "-")
+        plot_band(
+            ax,
+            line["layer"],
+            line["mean"],
+            line["std"],
+            color=cmap(norm(step)),
+            label=line["label"].iloc[0] + (" (not its step's model)" if dashed else ""),
+            linestyle="--" if dashed else "-",
+        )
     colourbar = figure.colorbar(matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, label="Training step")
     colourbar.ax.yaxis.set_major_formatter(format_step)
     integer_ticks(ax.xaxis)
@@ -98,8 +136,16 @@ def profile_across_checkpoints(summary: pd.DataFrame, model: str, out_png: Path,
     return save(figure, out_png, out_pdf)
 
 
-def id_across_checkpoints(summary: pd.DataFrame, models: Iterable[str], out_png: Path, out_pdf: Path, *,
-                          metric: str, flagged: str, layer_average_over: dict) -> matplotlib.figure.Figure:
+def id_across_checkpoints(
+    summary: pd.DataFrame,
+    models: Iterable[str],
+    out_png: Path,
+    out_pdf: Path,
+    *,
+    metric: str,
+    flagged: str,
+    layer_average_over: dict,
+) -> matplotlib.figure.Figure:
     """Figure 4 of the paper: the intrinsic dimension averaged over layers against training step, one line per
     model. The paper finds a rise early in training followed by a decline. Estimates from a few thousand vectors per
     batch underestimate high dimensions: compare models and steps, not absolute values.
@@ -115,8 +161,17 @@ def id_across_checkpoints(summary: pd.DataFrame, models: Iterable[str], out_png:
     figure, (ax,) = new_figure(1, 6.5, sharey=False)
     colours = palette(averages["model"].nunique())
     for colour, (model, line) in zip(colours, averages.groupby("model")):
-        plot_band(ax, line["step"], line["mean"], line["std"], hollow=line.get("flagged"), color=colour,
-                  label=model, marker="o", markersize=3)
+        plot_band(
+            ax,
+            line["step"],
+            line["mean"],
+            line["std"],
+            hollow=line.get("flagged"),
+            color=colour,
+            label=model,
+            marker="o",
+            markersize=3,
+        )
     step_axis(ax)
     ax.set_ylabel(f"{metric_label(metric)}, mean over layers")
     ax.set_title(f"{metric_label(metric)} during training: " + ", ".join(averages["model"].unique()))
@@ -125,8 +180,16 @@ def id_across_checkpoints(summary: pd.DataFrame, models: Iterable[str], out_png:
     return save(figure, out_png, out_pdf)
 
 
-def id_estimators(summary: pd.DataFrame, model: str, out_png: Path, out_pdf: Path, *,
-                  metrics: Iterable[str], flagged: str, layer_average_over: dict) -> matplotlib.figure.Figure:
+def id_estimators(
+    summary: pd.DataFrame,
+    model: str,
+    out_png: Path,
+    out_pdf: Path,
+    *,
+    metrics: Iterable[str],
+    flagged: str,
+    layer_average_over: dict,
+) -> matplotlib.figure.Figure:
     """Figure 5 of the paper: the layer-averaged intrinsic dimension of one model against training step, one panel per
     estimator (one exact k-nearest-neighbour search per batch feeds all of them). The paper reports that the
     estimators correlate.
@@ -140,8 +203,17 @@ def id_estimators(summary: pd.DataFrame, model: str, out_png: Path, out_pdf: Pat
     figure, axes = new_figure(len(metrics), 4.3, sharey=False)
     for ax, colour, metric in zip(axes, palette(len(metrics)), metrics):
         line = averages[averages["metric"] == metric]
-        plot_band(ax, line["step"], line["mean"], line["std"], hollow=line.get("flagged"), color=colour,
-                  label=metric, marker="o", markersize=3)
+        plot_band(
+            ax,
+            line["step"],
+            line["mean"],
+            line["std"],
+            hollow=line.get("flagged"),
+            color=colour,
+            label=metric,
+            marker="o",
+            markersize=3,
+        )
         step_axis(ax)
         ax.set_title(metric_label(metric))
     axes[0].set_ylabel("Intrinsic dimension, mean over layers")

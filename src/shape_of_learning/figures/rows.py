@@ -16,8 +16,9 @@ logger = logging.getLogger(__name__)
 FLAGGED_POLICIES = ("omit", "mark")
 
 
-def select(summary: pd.DataFrame, metrics: Iterable[str], models: Iterable[str] | None = None, *,
-           baselines: bool = False) -> pd.DataFrame:
+def select(
+    summary: pd.DataFrame, metrics: Iterable[str], models: Iterable[str] | None = None, *, baselines: bool = False
+) -> pd.DataFrame:
     """The summary rows of `metrics` (and of `models`, default all), checked: every requested model has every
     requested metric and no (model, checkpoint, layer, metric) appears twice. Sorted by model, step, layer.
 
@@ -26,8 +27,10 @@ def select(summary: pd.DataFrame, metrics: Iterable[str], models: Iterable[str] 
     marked `degenerate` has none: that version stopped at such a layer."""
     summary = summary.assign(degenerate=summary.reindex(columns=["degenerate"])["degenerate"].eq(True))
     if missing := [column for column in SUMMARY_COLUMNS if column not in summary.columns]:
-        raise ValueError(f"summary lacks column(s) {missing}; a summary table has {SUMMARY_COLUMNS} (a summary "
-                         "written by an older version: rerun its job, `snakemake -R tabulate_metrics`)")
+        raise ValueError(
+            f"summary lacks column(s) {missing}; a summary table has {SUMMARY_COLUMNS} (a summary "
+            "written by an older version: rerun its job, `snakemake -R tabulate_metrics`)"
+        )
     if not baselines:
         summary = summary[~summary["random_init"]]
     metrics = [metrics] if isinstance(metrics, str) else list(metrics)
@@ -45,8 +48,10 @@ def select(summary: pd.DataFrame, metrics: Iterable[str], models: Iterable[str] 
         raise ValueError(f"no summary rows for model/metric {missing}; metrics per model: {has}")
     key = ["model", "checkpoint", "layer", "metric"]
     if not (duplicated := rows[rows.duplicated(key, keep=False)]).empty:
-        raise ValueError(f"summary has repeated {key} rows, e.g. {duplicated[key].head(3).to_dict('records')}; "
-                         "summarise each checkpoint once")
+        raise ValueError(
+            f"summary has repeated {key} rows, e.g. {duplicated[key].head(3).to_dict('records')}; "
+            "summarise each checkpoint once"
+        )
     return rows.sort_values(["model", "step", "checkpoint", "layer"], ignore_index=True)
 
 
@@ -66,22 +71,32 @@ def apply_health(rows: pd.DataFrame, policy: str) -> tuple[pd.DataFrame, pd.Data
     noted = checkpoints[["model", "checkpoint", "step", "drawn_as"]].assign(reason=checkpoints["health"])
     also = noted.dropna(subset="drawn_as").groupby(["model", "drawn_as"])["checkpoint"].agg(", ".join)
     rows = rows[~merged]
-    rows = rows.assign(label=[f"{c} (= {also[m, c]})" if (m, c) in also.index else c
-                              for m, c in zip(rows["model"], rows["checkpoint"])])
+    rows = rows.assign(
+        label=[
+            f"{c} (= {also[m, c]})" if (m, c) in also.index else c for m, c in zip(rows["model"], rows["checkpoint"])
+        ]
+    )
     is_flagged = rows["health"].notna()
     if policy == "omit" and (gone := sorted(set(rows["model"]) - set(rows.loc[~is_flagged, "model"]))):
-        raise ValueError(f"no checkpoint of {gone} is its step's model ({describe(noted)}); nothing is left to draw: "
-                         "set `figures.flagged: mark` to draw them marked, or pick other checkpoints")
+        raise ValueError(
+            f"no checkpoint of {gone} is its step's model ({describe(noted)}); nothing is left to draw: "
+            "set `figures.flagged: mark` to draw them marked, or pick other checkpoints"
+        )
     if is_flagged.any():
-        logger.warning("checkpoints that are not their step's model, %s: %s",
-                       "left out" if policy == "omit" else "marked", describe(noted.dropna(subset="reason")))
+        logger.warning(
+            "checkpoints that are not their step's model, %s: %s",
+            "left out" if policy == "omit" else "marked",
+            describe(noted.dropna(subset="reason")),
+        )
     return (rows[~is_flagged] if policy == "omit" else rows.assign(flagged=is_flagged)), noted
 
 
 def describe(noted: pd.DataFrame) -> str:
     """The checkpoints left out or marked, with their reasons; those drawn as another, with it."""
-    return "; ".join(f"{m}/{c} ({reason if pd.notna(reason) else f'drawn as {drawn_as}'})"
-                     for m, c, reason, drawn_as in noted[["model", "checkpoint", "reason", "drawn_as"]].values)
+    return "; ".join(
+        f"{m}/{c} ({reason if pd.notna(reason) else f'drawn as {drawn_as}'})"
+        for m, c, reason, drawn_as in noted[["model", "checkpoint", "reason", "drawn_as"]].values
+    )
 
 
 def dtype_text(rows: pd.DataFrame) -> str:
@@ -90,8 +105,11 @@ def dtype_text(rows: pd.DataFrame) -> str:
     models = rows.groupby("dtype")["model"].unique()
     if len(models) == 1:
         return f"Forward passes in {models.index[0]}."
-    return "Forward passes in " + "; ".join(f"{dtype} ({', '.join(sorted(names))})" for dtype, names in
-                                            models.items()) + "."
+    return (
+        "Forward passes in "
+        + "; ".join(f"{dtype} ({', '.join(sorted(names))})" for dtype, names in models.items())
+        + "."
+    )
 
 
 def degenerate_text(rows: pd.DataFrame) -> str:
@@ -101,9 +119,14 @@ def degenerate_text(rows: pd.DataFrame) -> str:
     if gone.empty:
         return ""
     layers = gone.groupby(["model", "checkpoint"])["layer"].agg(sorted)
-    return ("Left out, degenerate layers (fewer than 3 distinct vectors: all zero or all the same): "
-            + "; ".join(f"{model}/{checkpoint} layer{'s' if len(found) > 1 else ''} {_ranges(found)}"
-                        for (model, checkpoint), found in layers.items()) + ".")
+    return (
+        "Left out, degenerate layers (fewer than 3 distinct vectors: all zero or all the same): "
+        + "; ".join(
+            f"{model}/{checkpoint} layer{'s' if len(found) > 1 else ''} {_ranges(found)}"
+            for (model, checkpoint), found in layers.items()
+        )
+        + "."
+    )
 
 
 def _ranges(numbers: list[int]) -> str:
@@ -137,10 +160,13 @@ def layer_average(rows: pd.DataFrame, embedding: bool, final_norm: bool) -> pd.D
     the final norm (pre-LN decoders) unless `final_norm`. A `flagged` column, where present, is kept.
     """
     per_checkpoint = rows.groupby(["model", "metric", "step"]).agg(
-        layers=("layer", "nunique"), num_layers=("num_layers", "first"))
+        layers=("layer", "nunique"), num_layers=("num_layers", "first")
+    )
     if not (incomplete := per_checkpoint[per_checkpoint["layers"] != per_checkpoint["num_layers"] + 1]).empty:
-        raise ValueError("a layer average needs every layer 0..num_layers; incomplete (model, metric, step): "
-                         f"{incomplete.index.tolist()}")
+        raise ValueError(
+            "a layer average needs every layer 0..num_layers; incomplete (model, metric, step): "
+            f"{incomplete.index.tolist()}"
+        )
     keep = (rows["layer"] > 0) | embedding
     keep &= ~rows["after_final_norm"] | final_norm
     rows = rows[keep]
@@ -149,8 +175,10 @@ def layer_average(rows: pd.DataFrame, embedding: bool, final_norm: bool) -> pd.D
 
 
 def layer_average_text(embedding: bool, final_norm: bool) -> str:
-    return (f"Mean over layers {'0 (embeddings)' if embedding else '1'}..L, the last layer "
-            f"{'included' if final_norm else 'left out'} where it follows the final norm.")
+    return (
+        f"Mean over layers {'0 (embeddings)' if embedding else '1'}..L, the last layer "
+        f"{'included' if final_norm else 'left out'} where it follows the final norm."
+    )
 
 
 def final_checkpoints(rows: pd.DataFrame, flagged: str) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -161,8 +189,10 @@ def final_checkpoints(rows: pd.DataFrame, flagged: str) -> tuple[pd.DataFrame, p
     rows = rows[rows["step"] == rows.groupby("model")["step"].transform("max")]
     names_per_model = rows.groupby("model")["checkpoint"].nunique()
     if (ambiguous := names_per_model[names_per_model > 1]).size:
-        raise ValueError(f"model(s) {ambiguous.index.tolist()} have several checkpoints at their largest step; "
-                         "pass one checkpoint per model")
+        raise ValueError(
+            f"model(s) {ambiguous.index.tolist()} have several checkpoints at their largest step; "
+            "pass one checkpoint per model"
+        )
     final_steps = rows.groupby("model")["step"].max()
     at_the_end = noted["step"].to_numpy() >= noted["model"].map(final_steps).fillna(-1).to_numpy()
     return rows, noted.loc[at_the_end]
@@ -176,7 +206,9 @@ def initial_checkpoints(rows: pd.DataFrame) -> pd.DataFrame:
     step0 = rows[(rows["step"] == 0) & ~rows["random_init"] & rows["health"].isna()]
     found = pd.concat([step0, rows[rows["random_init"] & ~rows["model"].isin(step0["model"])]])
     if missing := sorted(set(rows["model"]) - set(found["model"])):
-        raise ValueError(f"model(s) {missing} have no rows at initialisation: no step-0 checkpoint that is its step's "
-                         "model, and no random-init baseline (which the plan measures for every model without a "
-                         "step-0 checkpoint)")
+        raise ValueError(
+            f"model(s) {missing} have no rows at initialisation: no step-0 checkpoint that is its step's "
+            "model, and no random-init baseline (which the plan measures for every model without a "
+            "step-0 checkpoint)"
+        )
     return found.sort_values(["model", "layer"], ignore_index=True)

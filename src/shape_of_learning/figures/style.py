@@ -54,12 +54,14 @@ def footnote(figure, rows: pd.DataFrame, noted: pd.DataFrame, policy: str, setti
         verb = "Left out" if policy == "omit" else "Hollow markers / dashed lines"
         lines.append(f"{verb}, not their step's model: " + describe(flagged))
     if len(merged := noted.dropna(subset="drawn_as")):
-        lines.append("Drawn once, as the first of their group (one model by design at the start of training, "
-                     "health.identical_by_design): "
-                     + describe(merged))
+        lines.append(
+            "Drawn once, as the first of their group (one model by design at the start of training, "
+            "health.identical_by_design): " + describe(merged)
+        )
     if lines:
-        figure.text(0.0, 0.0, "\n".join(textwrap.fill(line, 150) for line in lines), ha="left", va="top",
-                    fontsize="x-small")
+        figure.text(
+            0.0, 0.0, "\n".join(textwrap.fill(line, 150) for line in lines), ha="left", va="top", fontsize="x-small"
+        )
 
 
 def plot_band(ax, x, mean, std, hollow=None, **line_style) -> None:
@@ -72,8 +74,9 @@ def plot_band(ax, x, mean, std, hollow=None, **line_style) -> None:
         ax.scatter(x[hollow], mean[hollow], s=40, facecolors="white", edgecolors=line.get_color(), zorder=3)
 
 
-def new_figure(ncols: int, width_per_panel: float, sharey: bool, nrows: int = 1) -> tuple[matplotlib.figure.Figure,
-                                                                                           list]:
+def new_figure(
+    ncols: int, width_per_panel: float, sharey: bool, nrows: int = 1
+) -> tuple[matplotlib.figure.Figure, list]:
     """A figure of `nrows` x `ncols` panels, their axes row by row; `sharey` shares y within each row."""
     import matplotlib.figure
     import seaborn as sns

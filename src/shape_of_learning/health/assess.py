@@ -19,9 +19,26 @@ from shape_of_learning.health import broken, own_step
 from shape_of_learning.health.duplicates import identical_files, same_behaviour
 
 VERDICT_COLUMNS = ["health", "drawn_as"]  # what the metrics tables carry, and every figure follows
-COLUMNS = ["model", "checkpoint", "step", "loss", "loss_se", "loss_kind", "loss_tokens", "vocab_size", "loss_note",
-           "loss_fit", "neighbours_loss", "identical_to", "shared_files", "behaves_like", "out_of_place", "broken",
-           "health_note", *VERDICT_COLUMNS]
+COLUMNS = [
+    "model",
+    "checkpoint",
+    "step",
+    "loss",
+    "loss_se",
+    "loss_kind",
+    "loss_tokens",
+    "vocab_size",
+    "loss_note",
+    "loss_fit",
+    "neighbours_loss",
+    "identical_to",
+    "shared_files",
+    "behaves_like",
+    "out_of_place",
+    "broken",
+    "health_note",
+    *VERDICT_COLUMNS,
+]
 
 
 def assess(pins: list[dict], manifests: list[dict], settings: dict) -> pd.DataFrame:
@@ -29,20 +46,26 @@ def assess(pins: list[dict], manifests: list[dict], settings: dict) -> pd.DataFr
     (workflow/schemas/config.schema.yaml: out_of_place, uniform_margin, warmup_steps, own_step_standard_errors,
     identical_by_design, same_behaviour)."""
     by_name = {m["checkpoint"]: m for m in manifests}
-    rows = pd.DataFrame([{"model": p["model"], "checkpoint": p["checkpoint"], "step": p["step"],
-                          **_loss(by_name[p["checkpoint"]])} for p in pins]).sort_values("step", kind="stable")
+    rows = pd.DataFrame(
+        [
+            {"model": p["model"], "checkpoint": p["checkpoint"], "step": p["step"], **_loss(by_name[p["checkpoint"]])}
+            for p in pins
+        ]
+    ).sort_values("step", kind="stable")
     rows = rows.reset_index(drop=True)
     files = identical_files(pins)
     behaviour = same_behaviour(manifests, settings["same_behaviour"])
     rows["identical_to"] = [", ".join(files.get(c, {}).get("identical_to", [])) or None for c in rows["checkpoint"]]
-    rows["shared_files"] = ["; ".join(f"{file}={other}" for file, other in files.get(c, {}).get("shared_files",
-                                                                                              {}).items()) or None
-                            for c in rows["checkpoint"]]
-    rows["behaves_like"] = [", ".join(f"{other} ({distance:.1e})" for other, distance in behaviour.get(c, [])) or None
-                            for c in rows["checkpoint"]]
+    rows["shared_files"] = [
+        "; ".join(f"{file}={other}" for file, other in files.get(c, {}).get("shared_files", {}).items()) or None
+        for c in rows["checkpoint"]
+    ]
+    rows["behaves_like"] = [
+        ", ".join(f"{other} ({distance:.1e})" for other, distance in behaviour.get(c, [])) or None
+        for c in rows["checkpoint"]
+    ]
     judged = broken.judge(rows, settings)
-    rows[["loss_fit", "out_of_place", "broken", "health_note"]] = judged[["loss_fit", "out_of_place", "broken",
-                                                                          "note"]]
+    rows[["loss_fit", "out_of_place", "broken", "health_note"]] = judged[["loss_fit", "out_of_place", "broken", "note"]]
     groups = _groups(rows["checkpoint"], files, behaviour)
     decided = _decide_groups(rows, groups, settings)
     rows["neighbours_loss"] = [decided.get(name, (None, None, float("nan")))[2] for name in rows["checkpoint"]]
@@ -55,8 +78,14 @@ def _loss(manifest: dict) -> dict:
     loss = manifest.get("loss") or {}
     tokens, value = loss.get("tokens", 0), loss.get("value")
     se = own_step.standard_error(tokens, value * tokens, loss.get("sum_squares")) if value is not None else None
-    return {"loss": value, "loss_se": se, "loss_kind": loss.get("kind"), "loss_tokens": tokens,
-            "vocab_size": loss.get("vocab_size"), "loss_note": loss.get("reason") or None}
+    return {
+        "loss": value,
+        "loss_se": se,
+        "loss_kind": loss.get("kind"),
+        "loss_tokens": tokens,
+        "vocab_size": loss.get("vocab_size"),
+        "loss_note": loss.get("reason") or None,
+    }
 
 
 def _groups(names, files: dict, behaviour: dict) -> dict[str, list[str]]:
@@ -80,25 +109,36 @@ def _decide_groups(rows: pd.DataFrame, groups: dict[str, list[str]], settings: d
     series = rows.loc[rows["step"] >= 0, "checkpoint"].tolist()
     by_design = settings["identical_by_design"]
     distinct = {tuple(group) for group in groups.values() if len(group) > 1}
-    stand_alone = {group[0] for group in groups.values()
-                   if len(group) == 1 or own_step.by_design_unit(group, series, by_design) == group}
-    neighbours = rows[rows["checkpoint"].isin(stand_alone) & rows["loss"].notna() & (rows["step"] >= 0)
-                      & rows["broken"].isna() & rows["shared_files"].isna()]
+    stand_alone = {
+        group[0]
+        for group in groups.values()
+        if len(group) == 1 or own_step.by_design_unit(group, series, by_design) == group
+    }
+    neighbours = rows[
+        rows["checkpoint"].isin(stand_alone)
+        & rows["loss"].notna()
+        & (rows["step"] >= 0)
+        & rows["broken"].isna()
+        & rows["shared_files"].isna()
+    ]
     decided = {}
     for group in map(list, distinct):
         members = rows[rows["checkpoint"].isin(group)]
         if members["loss"].isna().any():
             reason = "and no loss to tell which is genuine"
         elif pd.concat([members, neighbours])["loss_se"].isna().any():
-            reason = ("and no standard error of the loss to tell which holds its own step (manifests written "
-                      "before extraction recorded `sum_squares`: rerun their extraction, "
-                      "`snakemake -R extract_hidden_states`)")
+            reason = (
+                "and no standard error of the loss to tell which holds its own step (manifests written "
+                "before extraction recorded `sum_squares`: rerun their extraction, "
+                "`snakemake -R extract_hidden_states`)"
+            )
         else:
-            decided |= own_step.resolve(members, series, neighbours, by_design,
-                                        settings["own_step_standard_errors"])
+            decided |= own_step.resolve(members, series, neighbours, by_design, settings["own_step_standard_errors"])
             continue
-        decided |= {name: (f"same model as {', '.join(o for o in group if o != name)}, {reason}", None,
-                           float("nan")) for name in group}
+        decided |= {
+            name: (f"same model as {', '.join(o for o in group if o != name)}, {reason}", None, float("nan"))
+            for name in group
+        }
     return decided
 
 
@@ -106,8 +146,9 @@ def _verdict(row, group: list[str], decided: dict) -> tuple[str | None, str | No
     """(health, drawn_as) of one checkpoint: why it is not drawn as its step's model, or which member of its group it
     is drawn as."""
     if pd.notna(row.broken):
-        return row.broken + (f"; same model as {', '.join(o for o in group if o != row.checkpoint)}"
-                             if len(group) > 1 else ""), None
+        return row.broken + (
+            f"; same model as {', '.join(o for o in group if o != row.checkpoint)}" if len(group) > 1 else ""
+        ), None
     if pd.notna(row.shared_files):
         return f"a mixture: shares {row.shared_files}", None
     if len(group) == 1:

@@ -26,30 +26,37 @@ def judge(rows: pd.DataFrame, settings: dict) -> pd.DataFrame:
     """For `rows` (one per checkpoint of one model, in step order, columns step, loss, vocab_size): `loss_fit` (the
     non-increasing fit's loss at each), `out_of_place` (bool), `broken` (why, or None) and `note` (which of the
     rules could not run, or None), indexed as `rows`."""
-    judged = pd.DataFrame({"loss_fit": np.nan, "out_of_place": False, "broken": None, "note": None},
-                          index=rows.index).astype({"broken": object, "note": object})
+    judged = pd.DataFrame(
+        {"loss_fit": np.nan, "out_of_place": False, "broken": None, "note": None}, index=rows.index
+    ).astype({"broken": object, "note": object})
     series = rows["loss"].notna() & (rows["step"] >= 0)
     if series.sum() < 2:
         judged.loc[rows.index, "note"] = (
-            "no loss: judged by its files and fingerprint only" if not series.any() else
-            "the only training checkpoint with a loss: no series to judge it by (place, ln V bound), "
-            "judged by its files and fingerprint only")
+            "no loss: judged by its files and fingerprint only"
+            if not series.any()
+            else "the only training checkpoint with a loss: no series to judge it by (place, ln V bound), "
+            "judged by its files and fingerprint only"
+        )
         return judged
     vocab = pd.to_numeric(rows["vocab_size"], errors="coerce")
     bound = np.log(vocab) + settings["uniform_margin"]
     checked = series & (rows["step"] >= settings["warmup_steps"]) & vocab.notna()
     above = checked & (rows["loss"] > bound)
     for index in rows.index[above]:
-        judged.loc[index, "broken"] = (f"loss {rows.loc[index, 'loss']:.3g} above ln V + "
-                                       f"{settings['uniform_margin']:g} = {bound[index]:.3g} (V = "
-                                       f"{int(vocab[index])}: a uniform guess scores ln V)")
+        judged.loc[index, "broken"] = (
+            f"loss {rows.loc[index, 'loss']:.3g} above ln V + "
+            f"{settings['uniform_margin']:g} = {bound[index]:.3g} (V = "
+            f"{int(vocab[index])}: a uniform guess scores ln V)"
+        )
     judged.loc[series & vocab.isna(), "note"] = "no vocab_size recorded with the loss: the ln V bound is skipped"
     placed = series & ~above
     if placed.sum() > 1:
         fit, flagged = out_of_place(rows.loc[placed, "loss"], settings["out_of_place"])
         judged.loc[placed, "loss_fit"], judged.loc[placed, "out_of_place"] = fit, flagged
         for index in rows.index[placed][flagged]:
-            judged.loc[index, "broken"] = (f"out of place: loss {rows.loc[index, 'loss']:.3g} where its series runs "
-                                           f"at {judged.loc[index, 'loss_fit']:.3g} (|ln ratio| > "
-                                           f"{settings['out_of_place']})")
+            judged.loc[index, "broken"] = (
+                f"out of place: loss {rows.loc[index, 'loss']:.3g} where its series runs "
+                f"at {judged.loc[index, 'loss_fit']:.3g} (|ln ratio| > "
+                f"{settings['out_of_place']})"
+            )
     return judged

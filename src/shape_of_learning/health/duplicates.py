@@ -35,14 +35,26 @@ def identical_files(pins: list[dict]) -> dict[str, dict]:
     duplicates = {}
     for p in ordered:
         same = [other for other in by_digest[p["weights_digest"]] if other != p["checkpoint"]]
-        shared = {} if same else {file: next(o for o in by_file[sha] if o != p["checkpoint"])
-                                  for file, sha in sorted(p["weights"].items()) if len(by_file[sha]) > 1}
+        shared = (
+            {}
+            if same
+            else {
+                file: next(o for o in by_file[sha] if o != p["checkpoint"])
+                for file, sha in sorted(p["weights"].items())
+                if len(by_file[sha]) > 1
+            }
+        )
         if same or shared:
             duplicates[p["checkpoint"]] = {"identical_to": same, "shared_files": shared}
-            logger.warning("%s: checkpoint %s %s", p["model"], p["checkpoint"],
-                           f"has the same weights as {', '.join(same)}" if same else
-                           "shares weight files with other checkpoints: " +
-                           ", ".join(f"{file} = {other}'s" for file, other in shared.items()))
+            logger.warning(
+                "%s: checkpoint %s %s",
+                p["model"],
+                p["checkpoint"],
+                f"has the same weights as {', '.join(same)}"
+                if same
+                else "shares weight files with other checkpoints: "
+                + ", ".join(f"{file} = {other}'s" for file, other in shared.items()),
+            )
     return duplicates
 
 
@@ -72,7 +84,7 @@ def same_behaviour(manifests: list[dict], tolerances: dict[str, float]) -> dict[
     ordered = sorted(manifests, key=lambda m: m["step"])
     found = defaultdict(list)
     for i, first in enumerate(ordered):
-        for second in ordered[i + 1:]:
+        for second in ordered[i + 1 :]:
             if first["dtype"] != second["dtype"] or first["dtype"] not in tolerances:
                 continue
             distance = fingerprint_distance(first["fingerprint"], second["fingerprint"])

@@ -27,6 +27,7 @@ class Placement:
     """A member's loss against its place: `verdict` (FITS, MISFITS or UNKNOWN), the loss the neighbours put at its
     step (`expected`, with `relation` '~', '<=' or '>=': the point, or the bound, past an end), and the tolerance
     in ln(loss) it was judged by."""
+
     verdict: str
     expected: float = float("nan")
     relation: str = ""
@@ -35,8 +36,10 @@ class Placement:
     def describe(self, loss: float, step: int) -> str:
         if self.verdict == UNKNOWN:
             return f"no checkpoint outside the group on either side of step {step}"
-        return (f"loss {loss:.3g} where its neighbours put step {step}'s at {self.relation} {self.expected:.3g} "
-                f"(tolerance {self.tolerance:.2g} in ln loss)")
+        return (
+            f"loss {loss:.3g} where its neighbours put step {step}'s at {self.relation} {self.expected:.3g} "
+            f"(tolerance {self.tolerance:.2g} in ln loss)"
+        )
 
 
 def standard_error(tokens: int, total: float, sum_squares: float | None) -> float:
@@ -87,8 +90,9 @@ def by_design_unit(names: list[str], series: list[str], by_design: list[str]) ->
     return unit if len(unit) > 1 else []
 
 
-def resolve(members: pd.DataFrame, series: list[str], neighbours: pd.DataFrame, by_design: list[str],
-            standard_errors: float) -> dict[str, tuple[str | None, str | None, float]]:
+def resolve(
+    members: pd.DataFrame, series: list[str], neighbours: pd.DataFrame, by_design: list[str], standard_errors: float
+) -> dict[str, tuple[str | None, str | None, float]]:
     """checkpoint -> (health, drawn_as, the loss its neighbours put at its step) for the `members` of one group
     (rows with checkpoint, step, loss, loss_se, broken), all with a loss; a broken member holds no step.
 
@@ -101,23 +105,37 @@ def resolve(members: pd.DataFrame, series: list[str], neighbours: pd.DataFrame, 
     rows = members.set_index("checkpoint")
     names = rows.index.tolist()
     designed = by_design_unit(names, series, by_design)
-    units = ([designed] if designed else []) + [[name] for name in names
-                                                if name not in designed and rows.loc[name, "step"] >= 0]
-    placed = {head: Placement(MISFITS) if pd.notna(rows.loc[head, "broken"]) else  # its loss contradicts any step
-              place(rows.loc[head, "step"], rows.loc[head, "loss"], rows.loc[head, "loss_se"], neighbours,
-                    standard_errors) for head in (unit[0] for unit in units)}
+    units = ([designed] if designed else []) + [
+        [name] for name in names if name not in designed and rows.loc[name, "step"] >= 0
+    ]
+    placed = {
+        head: Placement(MISFITS)
+        if pd.notna(rows.loc[head, "broken"])
+        # its loss contradicts any step
+        else place(
+            rows.loc[head, "step"], rows.loc[head, "loss"], rows.loc[head, "loss_se"], neighbours, standard_errors
+        )
+        for head in (unit[0] for unit in units)
+    }
     holders = [head for head, placement in placed.items() if placement.verdict != MISFITS]
     holder = holders[0] if len(holders) == 1 else None
     verdicts = {}
     for unit in units:
         head, placement = unit[0], placed[unit[0]]
-        health = None if head == holder else _left_out(unit, names, holders, placement.describe(
-            rows.loc[head, "loss"], rows.loc[head, "step"]))
-        verdicts |= {name: (health, head if health is None and name != head else None, placement.expected)
-                     for name in unit}
+        health = (
+            None
+            if head == holder
+            else _left_out(unit, names, holders, placement.describe(rows.loc[head, "loss"], rows.loc[head, "step"]))
+        )
+        verdicts |= {
+            name: (health, head if health is None and name != head else None, placement.expected) for name in unit
+        }
     for name in rows.index[rows["step"] < 0]:
-        verdicts[name] = ((None, holder, np.nan) if holder else
-                          (_left_out([name], names, holders, "no training step to place it by"), None, np.nan))
+        verdicts[name] = (
+            (None, holder, np.nan)
+            if holder
+            else (_left_out([name], names, holders, "no training step to place it by"), None, np.nan)
+        )
     return verdicts
 
 
@@ -125,9 +143,12 @@ def _left_out(unit: list[str], names: list[str], holders: list[str], evidence: s
     """Why the members of `unit` are left out, `holders` being the group's units that do not misfit their step."""
     others = ", ".join(name for name in names if name not in unit)
     if len(holders) == 1:
-        return (f"another step's model: same model as {others}, of which {holders[0]} holds its own step; here "
-                f"{evidence}")
+        return (
+            f"another step's model: same model as {others}, of which {holders[0]} holds its own step; here {evidence}"
+        )
     if not holders:
         return f"same model as {others}, and its loss fits none of their steps; here {evidence}"
-    return (f"same model as {others}, and the losses cannot tell which holds its own step ({', '.join(holders)} "
-            f"fit: a flat stretch, or no checkpoint outside the group); here {evidence}")
+    return (
+        f"same model as {others}, and the losses cannot tell which holds its own step ({', '.join(holders)} "
+        f"fit: a flat stretch, or no checkpoint outside the group); here {evidence}"
+    )

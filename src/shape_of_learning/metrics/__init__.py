@@ -22,10 +22,19 @@ from importlib import import_module
 from .registry import METRICS, Metric
 
 _MODULES = {  # name -> module; no module shares a name with a function it exports (an import would rebind it)
-    "MetricsResult": "batches", "compute_metrics": "batches", "anisotropy": "explained_variance",
-    "average_cosine": "cosine", "gride": "intrinsic_dimension", "mada": "intrinsic_dimension",
-    "mom": "intrinsic_dimension", "twonn": "intrinsic_dimension", "isoscore": "isotropy", "isotropy_iw": "isotropy",
-    "deduplicate": "neighbours", "knn_distances": "neighbours", "Vectors": "vectors",
+    "MetricsResult": "batches",
+    "compute_metrics": "batches",
+    "anisotropy": "explained_variance",
+    "average_cosine": "cosine",
+    "gride": "intrinsic_dimension",
+    "mada": "intrinsic_dimension",
+    "mom": "intrinsic_dimension",
+    "twonn": "intrinsic_dimension",
+    "isoscore": "isotropy",
+    "isotropy_iw": "isotropy",
+    "deduplicate": "neighbours",
+    "knn_distances": "neighbours",
+    "Vectors": "vectors",
 }
 __all__ = ["METRICS", "Metric", *_MODULES]
 

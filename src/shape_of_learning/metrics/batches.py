@@ -40,14 +40,24 @@ def _check_finite(X, context: str) -> None:
     finite = torch.isfinite(X).all(1) if isinstance(X, torch.Tensor) else np.isfinite(X).all(1)
     bad = np.flatnonzero(~np.asarray(finite.cpu() if isinstance(finite, torch.Tensor) else finite))
     if len(bad):
-        raise ValueError(f"{context}: {len(bad)} of {len(finite)} vectors contain NaN or Inf (first at row {bad[0]}); "
-                         "no metric averages them in. Fix the extraction (float16 overflows above 65504: "
-                         "extract in float32 or bfloat16).")
+        raise ValueError(
+            f"{context}: {len(bad)} of {len(finite)} vectors contain NaN or Inf (first at row {bad[0]}); "
+            "no metric averages them in. Fix the extraction (float16 overflows above 65504: "
+            "extract in float32 or bfloat16)."
+        )
 
 
-def compute_metrics(X, metrics=tuple(METRICS), *, batch_size: int = 4096, n_batches: int | None = None, seed: int = 0,
-                    device: str | torch.device = "auto", context: str = "",
-                    settings: dict[str, dict] | None = None) -> MetricsResult:
+def compute_metrics(
+    X,
+    metrics=tuple(METRICS),
+    *,
+    batch_size: int = 4096,
+    n_batches: int | None = None,
+    seed: int = 0,
+    device: str | torch.device = "auto",
+    context: str = "",
+    settings: dict[str, dict] | None = None,
+) -> MetricsResult:
     """Every requested metric on each of `n_batches` batches of `batch_size` vectors drawn without replacement.
 
     X: an (n, D) float matrix (numpy float16/32/64 or a torch tensor), one row per vector. The rows are shuffled
@@ -86,7 +96,7 @@ def compute_metrics(X, metrics=tuple(METRICS), *, batch_size: int = 4096, n_batc
     order = np.random.default_rng(seed).permutation(n)
     rows, duplicates = [], []
     for batch in tqdm(range(n_batches), desc="metric batches", leave=False, disable=None):
-        index = np.sort(order[batch * batch_size:(batch + 1) * batch_size])
+        index = np.sort(order[batch * batch_size : (batch + 1) * batch_size])
         vectors = Vectors(X[torch.from_numpy(index)] if isinstance(X, torch.Tensor) else X[index], device)
         values, removed = _measure_batch(vectors, chosen, resolved, neighbours, f"{context}: batch {batch}")
         duplicates.append(removed)
@@ -95,9 +105,14 @@ def compute_metrics(X, metrics=tuple(METRICS), *, batch_size: int = 4096, n_batc
 
     values = pd.DataFrame(rows, columns=["metric", "batch", "value"])
     info = {
-        "vectors": n, "dimension": dim, "batch_size": batch_size, "batches": n_batches, "metrics": list(metrics),
+        "vectors": n,
+        "dimension": dim,
+        "batch_size": batch_size,
+        "batches": n_batches,
+        "metrics": list(metrics),
         "duplicates_removed": {"total": sum(duplicates), "per_batch": duplicates},
-        "device": str(device), "settings": {name: resolved[name] for name in metrics if resolved[name]},
+        "device": str(device),
+        "settings": {name: resolved[name] for name in metrics if resolved[name]},
         "seconds": round(time.perf_counter() - started, 3),
     }
     return MetricsResult(values, info)
@@ -119,29 +134,37 @@ def _resolve(metrics: tuple[str, ...], settings: dict[str, dict] | None, context
 def _batch_count(n: int, batch_size: int, n_batches: int | None, neighbours: int, context: str) -> int:
     """`n_batches`, or as many whole batches as `n` vectors hold; refused where a batch is too small or too many."""
     if batch_size < max(2, neighbours + 1):
-        raise ValueError(f"{context}: batch_size={batch_size} is too small; the requested metrics need at least "
-                         f"{max(2, neighbours + 1)} vectors per batch (the paper uses 4096)")
+        raise ValueError(
+            f"{context}: batch_size={batch_size} is too small; the requested metrics need at least "
+            f"{max(2, neighbours + 1)} vectors per batch (the paper uses 4096)"
+        )
     available = n // batch_size
     if available < 1:
-        raise ValueError(f"{context}: {n} vectors are fewer than one batch of batch_size={batch_size}; extract "
-                         f"at least {batch_size} vectors or lower batch_size")
+        raise ValueError(
+            f"{context}: {n} vectors are fewer than one batch of batch_size={batch_size}; extract "
+            f"at least {batch_size} vectors or lower batch_size"
+        )
     n_batches = available if n_batches is None else n_batches
     if not 1 <= n_batches <= available:
-        raise ValueError(f"{context}: n_batches={n_batches} batches of {batch_size} need {n_batches * batch_size} "
-                         f"vectors, got {n} (at most {available} batches)")
+        raise ValueError(
+            f"{context}: n_batches={n_batches} batches of {batch_size} need {n_batches * batch_size} "
+            f"vectors, got {n} (at most {available} batches)"
+        )
     return n_batches
 
 
 def _measure_batch(vectors: Vectors, chosen: list, resolved: dict, neighbours: int, where: str) -> tuple[dict, int]:
     """Each metric's value on one batch, and how many repeated vectors the neighbour estimators left out."""
-    values = {metric.name: metric.compute(vectors, resolved[metric.name])
-              for metric in chosen if metric.needs != "neighbours"}
+    values = {
+        metric.name: metric.compute(vectors, resolved[metric.name]) for metric in chosen if metric.needs != "neighbours"
+    }
     if not neighbours:
         return values, 0
     unique, removed = deduplicate(vectors)
     if unique.n < 3:
-        raise ValueError(f"{where} has only {unique.n} distinct vectors of {vectors.n}; the ID estimators need at "
-                         "least 3")
+        raise ValueError(
+            f"{where} has only {unique.n} distinct vectors of {vectors.n}; the ID estimators need at least 3"
+        )
     k = min(neighbours, unique.n - 1)
     distances = knn_distances(unique, k)
     for metric in (metric for metric in chosen if metric.needs == "neighbours"):
@@ -154,6 +177,13 @@ def _capped(metric, settings: dict, k: int, where: str) -> dict:
     layer of a byte-level model: at most 256 distinct vectors), as scikit-dimension does."""
     if metric.neighbours_read(settings) <= k:
         return settings
-    logger.warning("%s has %d distinct vectors; %s uses %s = %d instead of %d", where, k + 1,
-                   metric.name, metric.neighbours, k, settings[metric.neighbours])
+    logger.warning(
+        "%s has %d distinct vectors; %s uses %s = %d instead of %d",
+        where,
+        k + 1,
+        metric.name,
+        metric.neighbours,
+        k,
+        settings[metric.neighbours],
+    )
     return {**settings, metric.neighbours: k}

@@ -35,11 +35,18 @@ def _load(path: Path) -> tuple[np.ndarray, str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="shape-metrics", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="shape-metrics", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("path", type=Path, help=".npy matrix (n, D) or a Parquet embedding shard")
-    parser.add_argument("--metrics", nargs="+", default=list(METRICS), choices=list(METRICS), metavar="METRIC",
-                        help=f"subset of: {' '.join(METRICS)} (default: all)")
+    parser.add_argument(
+        "--metrics",
+        nargs="+",
+        default=list(METRICS),
+        choices=list(METRICS),
+        metavar="METRIC",
+        help=f"subset of: {' '.join(METRICS)} (default: all)",
+    )
     parser.add_argument("--batch-size", type=int, default=4096, help="vectors per batch (default 4096)")
     parser.add_argument("--batches", type=int, default=None, help="number of batches (default: as many as fit)")
     parser.add_argument("--seed", type=int, default=0, help="shuffling seed (default 0)")
@@ -52,13 +59,21 @@ def main(argv: list[str] | None = None) -> None:
 
     try:
         vectors, context = _load(args.path)
-        result = compute_metrics(vectors, args.metrics, batch_size=args.batch_size, n_batches=args.batches,
-                                 seed=args.seed, device=args.device, context=context)
+        result = compute_metrics(
+            vectors,
+            args.metrics,
+            batch_size=args.batch_size,
+            n_batches=args.batches,
+            seed=args.seed,
+            device=args.device,
+            context=context,
+        )
     except ValueError as error:
         raise SystemExit(f"shape-metrics: {error}") from None
-    output = {row.metric: {"mean": row.mean, "std": None if math.isnan(row.std) else row.std,
-                           "batches": int(row.batches)}
-              for row in result.summary().itertuples()}
+    output = {
+        row.metric: {"mean": row.mean, "std": None if math.isnan(row.std) else row.std, "batches": int(row.batches)}
+        for row in result.summary().itertuples()
+    }
     output["info"] = result.info
     print(json.dumps(output, indent=2))
 

@@ -18,19 +18,23 @@ from scipy.optimize import brentq
 
 logger = logging.getLogger(__name__)
 
+
 def _columns(distances, k: int, estimator: str) -> np.ndarray:
     distances = np.asarray(distances.cpu() if hasattr(distances, "cpu") else distances, dtype=np.float64)
     if distances.ndim != 2 or distances.shape[1] < k:
-        raise ValueError(f"{estimator} needs the sorted distances to the first {k} neighbours of every point, "
-                         f"got an array of shape {distances.shape}: call knn_distances(X, k={k})")
+        raise ValueError(
+            f"{estimator} needs the sorted distances to the first {k} neighbours of every point, "
+            f"got an array of shape {distances.shape}: call knn_distances(X, k={k})"
+        )
     return distances
 
 
 def _finite_mean(pointwise: np.ndarray, estimator: str) -> float:
     finite = np.isfinite(pointwise)
     if not finite.all():  # tied distances (r_k == r_{k/2}): the pointwise estimate is infinite
-        logger.warning("%s: ignoring %d of %d points with tied neighbour distances", estimator,
-                       (~finite).sum(), len(pointwise))
+        logger.warning(
+            "%s: ignoring %d of %d points with tied neighbour distances", estimator, (~finite).sum(), len(pointwise)
+        )
     return float(pointwise[finite].mean())
 
 
@@ -114,4 +118,3 @@ def gride(distances, n1: int = 1, n2: int = 2) -> float:
     while score(upper) > 0:
         upper *= 2
     return float(brentq(score, 1e-8, upper, xtol=1e-12, rtol=1e-12))
-

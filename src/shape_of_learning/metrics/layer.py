@@ -20,10 +20,15 @@ def measure_layer(shard: Path, manifest: dict, *, layer: int, kind: str, setting
     vectors, _ = read_shard(shard)
     context = f"model {manifest['model']}, checkpoint {manifest['checkpoint']}, layer {layer}"
     if is_degenerate := degenerate(vectors):
-        logger.warning("%s: fewer than 3 distinct vectors (all zero, or all the same): no metric is measured, the "
-                       "layer is marked degenerate", context)
-        values = pd.DataFrame([(metric, batch, float("nan")) for metric in settings["names"]
-                               for batch in range(settings["batches"])], columns=["metric", "batch", "value"])
+        logger.warning(
+            "%s: fewer than 3 distinct vectors (all zero, or all the same): no metric is measured, the "
+            "layer is marked degenerate",
+            context,
+        )
+        values = pd.DataFrame(
+            [(metric, batch, float("nan")) for metric in settings["names"] for batch in range(settings["batches"])],
+            columns=["metric", "batch", "value"],
+        )
         return _with_keys(values, [0] * settings["batches"], manifest, layer, kind, is_degenerate)
     result = compute_metrics(
         vectors,
@@ -37,8 +42,12 @@ def measure_layer(shard: Path, manifest: dict, *, layer: int, kind: str, setting
     )
     duplicates = result.info["duplicates_removed"]["per_batch"]
     if any(duplicates):
-        logger.warning("%s: removed %d duplicate vectors before the neighbour search (per batch: %s)",
-                       context, sum(duplicates), duplicates)
+        logger.warning(
+            "%s: removed %d duplicate vectors before the neighbour search (per batch: %s)",
+            context,
+            sum(duplicates),
+            duplicates,
+        )
     return _with_keys(result.values, duplicates, manifest, layer, kind, False)
 
 
@@ -54,8 +63,9 @@ def degenerate(vectors: np.ndarray) -> bool:
     return not (other & (vectors != second).any(1)).any()
 
 
-def _with_keys(values: pd.DataFrame, duplicates: list[int], manifest: dict, layer: int, kind: str,
-               is_degenerate: bool) -> pd.DataFrame:
+def _with_keys(
+    values: pd.DataFrame, duplicates: list[int], manifest: dict, layer: int, kind: str, is_degenerate: bool
+) -> pd.DataFrame:
     """The rows (metric, batch, value) with the keys of `tables.LAYER_COLUMNS`."""
     table = values.assign(
         model=manifest["model"],

@@ -55,13 +55,17 @@ class Metric:
         defaults = {p.name: p.default for p in parameters if p.name not in (*self.keywords, *NOT_SETTINGS)}
         overrides = overrides or {}
         if unknown := sorted(set(overrides) - set(defaults)):
-            raise ValueError(f"metric {self.name!r} has no setting {', '.join(map(repr, unknown))}; its settings: "
-                             f"{', '.join(f'{k} (default {v})' for k, v in defaults.items()) or 'none'}")
+            raise ValueError(
+                f"metric {self.name!r} has no setting {', '.join(map(repr, unknown))}; its settings: "
+                f"{', '.join(f'{k} (default {v})' for k, v in defaults.items()) or 'none'}"
+            )
         for key, value in overrides.items():
             wanted = float if isinstance(defaults[key], float) else type(defaults[key])
             if isinstance(value, bool) or not isinstance(value, (int, float) if wanted is float else wanted):
-                raise ValueError(f"metric {self.name!r}: setting {key}={value!r} must be a {wanted.__name__} "
-                                 f"(default {defaults[key]!r})")
+                raise ValueError(
+                    f"metric {self.name!r}: setting {key}={value!r} must be a {wanted.__name__} "
+                    f"(default {defaults[key]!r})"
+                )
         return defaults | overrides
 
     def neighbours_read(self, settings: dict) -> int:
@@ -74,18 +78,36 @@ class Metric:
         return self.resolve()(data, **self.keywords, **settings)
 
 
-METRICS: dict[str, Metric] = {metric.name: metric for metric in [
-    Metric("anisotropy", r"Anisotropy ($\sigma_1^2 / \Sigma_i\, \sigma_i^2$)", "gram",
-           "explained_variance.anisotropy", {"centred": True}),
-    Metric("anisotropy_uncentred", r"Anisotropy, uncentred ($\sigma_1^2 / \Sigma_i\, \sigma_i^2$)", "gram",
-           "explained_variance.anisotropy", {"centred": False}),
-    Metric("avg_cosine", "Average cosine similarity", "vectors", "cosine.average_cosine", {"centred": False}),
-    Metric("avg_cosine_centred", "Average cosine similarity (centred)", "vectors", "cosine.average_cosine",
-           {"centred": True}),
-    Metric("id_twonn", "Intrinsic dimension (TwoNN)", "neighbours", "intrinsic_dimension.twonn", neighbours=2),
-    Metric("id_mada", "Intrinsic dimension (MADA)", "neighbours", "intrinsic_dimension.mada", neighbours="k"),
-    Metric("id_mom", "Intrinsic dimension (MoM)", "neighbours", "intrinsic_dimension.mom", neighbours="k"),
-    Metric("id_gride", "Intrinsic dimension (GRIDE)", "neighbours", "intrinsic_dimension.gride", neighbours="n2"),
-    Metric("isotropy_iw", "Isotropy I(W)", "gram", "isotropy.isotropy_iw"),
-    Metric("isoscore", "IsoScore", "gram", "isotropy.isoscore"),
-]}
+METRICS: dict[str, Metric] = {
+    metric.name: metric
+    for metric in [
+        Metric(
+            "anisotropy",
+            r"Anisotropy ($\sigma_1^2 / \Sigma_i\, \sigma_i^2$)",
+            "gram",
+            "explained_variance.anisotropy",
+            {"centred": True},
+        ),
+        Metric(
+            "anisotropy_uncentred",
+            r"Anisotropy, uncentred ($\sigma_1^2 / \Sigma_i\, \sigma_i^2$)",
+            "gram",
+            "explained_variance.anisotropy",
+            {"centred": False},
+        ),
+        Metric("avg_cosine", "Average cosine similarity", "vectors", "cosine.average_cosine", {"centred": False}),
+        Metric(
+            "avg_cosine_centred",
+            "Average cosine similarity (centred)",
+            "vectors",
+            "cosine.average_cosine",
+            {"centred": True},
+        ),
+        Metric("id_twonn", "Intrinsic dimension (TwoNN)", "neighbours", "intrinsic_dimension.twonn", neighbours=2),
+        Metric("id_mada", "Intrinsic dimension (MADA)", "neighbours", "intrinsic_dimension.mada", neighbours="k"),
+        Metric("id_mom", "Intrinsic dimension (MoM)", "neighbours", "intrinsic_dimension.mom", neighbours="k"),
+        Metric("id_gride", "Intrinsic dimension (GRIDE)", "neighbours", "intrinsic_dimension.gride", neighbours="n2"),
+        Metric("isotropy_iw", "Isotropy I(W)", "gram", "isotropy.isotropy_iw"),
+        Metric("isoscore", "IsoScore", "gram", "isotropy.isoscore"),
+    ]
+}

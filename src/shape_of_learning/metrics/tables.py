@@ -14,8 +14,19 @@ from shape_of_learning.health.assess import VERDICT_COLUMNS
 # random_init: the rows of a random-init baseline (models.checkpoints.RandomInit), which no checkpoint health covers;
 # degenerate: a layer of fewer than 3 distinct vectors (metrics.layer.degenerate), measured as NaN and left out of
 # every figure and claim
-KEYS = ["model", "kind", "checkpoint", "step", "random_init", "dtype", "layer", "num_layers", "after_final_norm",
-        "degenerate", "metric"]
+KEYS = [
+    "model",
+    "kind",
+    "checkpoint",
+    "step",
+    "random_init",
+    "dtype",
+    "layer",
+    "num_layers",
+    "after_final_norm",
+    "degenerate",
+    "metric",
+]
 LAYER_COLUMNS = [*KEYS, "batch", "value", "duplicates_removed"]  # one metrics job's file
 VALUE_COLUMNS = [*LAYER_COLUMNS, *VERDICT_COLUMNS]
 SUMMARY_COLUMNS = [*KEYS, *VERDICT_COLUMNS, "mean", "std", "batches"]
@@ -33,8 +44,11 @@ def model_tables(metric_files, health_file=None) -> tuple[pd.DataFrame, pd.DataF
     # layer files written before baselines existed lack the column: all of them measured trained weights
     for flag in ("random_init", "degenerate"):  # columns later than some layer files: such rows are not flagged
         values[flag] = values.reindex(columns=[flag])[flag].eq(True)
-    health = (pd.read_parquet(health_file, columns=["model", "checkpoint", *VERDICT_COLUMNS]) if health_file
-              else pd.DataFrame(columns=["model", "checkpoint", *VERDICT_COLUMNS], dtype=object))
+    health = (
+        pd.read_parquet(health_file, columns=["model", "checkpoint", *VERDICT_COLUMNS])
+        if health_file
+        else pd.DataFrame(columns=["model", "checkpoint", *VERDICT_COLUMNS], dtype=object)
+    )
     values = values.merge(health, on=["model", "checkpoint"], how="left", validate="many_to_one")
     summary = (
         values.groupby([*KEYS, *VERDICT_COLUMNS], dropna=False, sort=False)["value"]
@@ -50,6 +64,7 @@ def sort_summary(summary: pd.DataFrame) -> pd.DataFrame:
 
 def combine_tables(value_files, summary_files, health_files) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(values, summary, health) of every model: each model's tables (`model_tables`) and health tables in one."""
+
     def read_all(files):
         return pd.concat([pd.read_parquet(path) for path in files], ignore_index=True)
 

@@ -19,7 +19,7 @@ LANCZOS_BLOCK = 4  # vectors per block Lanczos step (one pass over the D x D mat
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """"auto" is the first CUDA device when torch sees one, else the CPU; anything else goes to torch.device."""
+    """ "auto" is the first CUDA device when torch sees one, else the CPU; anything else goes to torch.device."""
     if str(device) == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(device)

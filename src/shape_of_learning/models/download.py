@@ -54,8 +54,16 @@ def download(lock: dict, entry: dict) -> dict:
     """Fetch what the extraction of `lock`'s checkpoint reads (module docstring) and return the receipt: {model,
     checkpoint, location, commit_sha, files: {name: bytes}, verified: {weight file: digest}, cached_before: [the weight
     files the cache held already, which eviction leaves], tokenizer: {location, commit_sha, files} or None}."""
-    receipt = dict(model=lock["model"], checkpoint=lock["checkpoint"], location=lock["location"],
-                   commit_sha=lock["commit_sha"], files={}, verified={}, cached_before=[], tokenizer=None)
+    receipt = dict(
+        model=lock["model"],
+        checkpoint=lock["checkpoint"],
+        location=lock["location"],
+        commit_sha=lock["commit_sha"],
+        files={},
+        verified={},
+        cached_before=[],
+        tokenizer=None,
+    )
     if lock["source"] == "hub":
         repo, commit = lock["location"], lock["commit_sha"]
         snapshot = hf_cache.snapshot(repo, commit)
@@ -64,13 +72,19 @@ def download(lock: dict, entry: dict) -> dict:
         paths = {name: fetch(repo, name, commit) for name in names}
         for name, recorded in lock["weights"].items():
             verify(paths[name], recorded, f"{repo}@{commit}: {name}")
-        receipt |= {"files": {name: path.stat().st_size for name, path in paths.items()},
-                    "verified": dict(sorted(lock["weights"].items())), "cached_before": cached}
+        receipt |= {
+            "files": {name: path.stat().st_size for name, path in paths.items()},
+            "verified": dict(sorted(lock["weights"].items())),
+            "cached_before": cached,
+        }
     if tokenizer := hub_tokenizer(entry):
         names = [name for name in listing(tokenizer, None) if SUPPORT_FILE.fullmatch(name)]
         paths = {name: fetch(tokenizer, name, None) for name in names}
-        receipt["tokenizer"] = {"location": tokenizer, "commit_sha": hf_cache.commit_of(tokenizer, "main"),
-                                "files": {name: path.stat().st_size for name, path in paths.items()}}
+        receipt["tokenizer"] = {
+            "location": tokenizer,
+            "commit_sha": hf_cache.commit_of(tokenizer, "main"),
+            "files": {name: path.stat().st_size for name, path in paths.items()},
+        }
     return receipt
 
 
@@ -78,8 +92,10 @@ def listing(repo: str, revision: str | None) -> list[str]:
     """The files of a revision (None: the main branch): as the Hub lists them, else, with the Hub out of reach, as
     the cache holds them."""
     try:
-        info = network.retry(lambda: huggingface_hub.HfApi().model_info(repo, revision=revision),
-                             what=f"listing the files of {repo}@{revision or 'main'}")
+        info = network.retry(
+            lambda: huggingface_hub.HfApi().model_info(repo, revision=revision),
+            what=f"listing the files of {repo}@{revision or 'main'}",
+        )
         return [sibling.rfilename for sibling in info.siblings]
     except HfHubHTTPError:
         raise  # the Hub answered: no such repository or revision, ...
@@ -87,9 +103,11 @@ def listing(repo: str, revision: str | None) -> list[str]:
         logger.info("Hub unreachable for %s (%s); the files the cache holds", repo, error)
     snapshot = hf_cache.snapshot(repo, hf_cache.commit_of(repo, revision or "main"))
     if snapshot is None:
-        raise RuntimeError(f"cannot download {repo}@{revision or 'main'}: the Hub is unreachable and the Hugging Face "
-                           f"cache ({hf_cache.repo_dir(repo)}) has no snapshot of it. Run where the Hub is reachable, "
-                           "or pre-fetch it there with `hf download` and the same HF_HOME")
+        raise RuntimeError(
+            f"cannot download {repo}@{revision or 'main'}: the Hub is unreachable and the Hugging Face "
+            f"cache ({hf_cache.repo_dir(repo)}) has no snapshot of it. Run where the Hub is reachable, "
+            "or pre-fetch it there with `hf download` and the same HF_HOME"
+        )
     return [path.relative_to(snapshot).as_posix() for path in sorted(snapshot.rglob("*")) if path.is_file()]
 
 
@@ -97,13 +115,18 @@ def fetch(repo: str, name: str, revision: str | None) -> Path:
     """One file of a revision in the cache (its snapshot link), downloaded unless it is there already."""
     where = f"{repo}@{revision or 'main'}"
     try:
-        return Path(network.retry(lambda: huggingface_hub.hf_hub_download(repo, name, revision=revision),
-                                  what=f"downloading {name} of {where}"))
+        return Path(
+            network.retry(
+                lambda: huggingface_hub.hf_hub_download(repo, name, revision=revision),
+                what=f"downloading {name} of {where}",
+            )
+        )
     except GatedRepoError as error:
         raise PermissionError(
             f"{repo} is gated: accept its conditions on its Hub page with your account, then give the run a token of "
             "that account (HF_TOKEN=hf_..., or `hf auth login` where Snakemake runs); or remove the model from the "
-            f"config. ({error.response.status_code}, downloading {name} of {where})") from None
+            f"config. ({error.response.status_code}, downloading {name} of {where})"
+        ) from None
 
 
 def verify(path: Path, recorded: str, what: str) -> None:
@@ -118,7 +141,8 @@ def verify(path: Path, recorded: str, what: str) -> None:
     raise DigestMismatchError(
         f"{what} has digest {found}, not the {recorded} its lock records; deleted from the Hugging Face cache. The "
         "Hub served other bytes than it listed when the checkpoint was pinned: rerun (a fault on the way is fixed by "
-        "downloading again); if it persists, the repository was rewritten since: delete the lock and pin it again")
+        "downloading again); if it persists, the repository was rewritten since: delete the lock and pin it again"
+    )
 
 
 def file_digest(path: Path, like: str) -> str:

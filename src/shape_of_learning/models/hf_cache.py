@@ -54,6 +54,11 @@ def evict_weights(lock: dict, keep=()) -> list[Path]:
     size = sum(blob.stat().st_size for blob in deleted)
     for blob in deleted:
         blob.unlink()
-    logger.info("evicted %d weight files (%.1f MB) of %s@%s from the Hugging Face cache", len(deleted), size / 1e6,
-                lock["location"], lock["commit_sha"])
+    logger.info(
+        "evicted %d weight files (%.1f MB) of %s@%s from the Hugging Face cache",
+        len(deleted),
+        size / 1e6,
+        lock["location"],
+        lock["commit_sha"],
+    )
     return deleted

@@ -50,8 +50,10 @@ def pin(checkpoint: Checkpoint, weights: str = "auto") -> dict:
     Locks written before these two keys existed stay readable (`read_lock`).
     """
     if isinstance(checkpoint, RandomInit):  # its location's weights are the trained ones: never its lock
-        raise ValueError(f"{checkpoint.model}/{checkpoint.name} is a random-init baseline: pin it with "
-                         "pin_random_init, from the lock of the checkpoint it is built from")
+        raise ValueError(
+            f"{checkpoint.model}/{checkpoint.name} is a random-init baseline: pin it with "
+            "pin_random_init, from the lock of the checkpoint it is built from"
+        )
     if weights not in WEIGHT_FORMATS:
         raise ValueError(f"weights must be one of {WEIGHT_FORMATS}, got {weights!r}")
     where = checkpoint.location + (f"@{checkpoint.revision}" if checkpoint.revision else "")
@@ -61,11 +63,20 @@ def pin(checkpoint: Checkpoint, weights: str = "auto") -> dict:
         (files, sizes), commit_sha, refs = _hash_directory(Path(checkpoint.location), checkpoint), None, None
     weights_format, chosen = select_weights(files, weights, f"{checkpoint.model}/{checkpoint.name} ({where})")
     digest = hashlib.sha256("".join(f"{name}:{sha}\n" for name, sha in sorted(chosen.items())).encode()).hexdigest()
-    return dict(model=checkpoint.model, checkpoint=checkpoint.name, step=checkpoint.step, source=checkpoint.source,
-                location=checkpoint.location, revision=checkpoint.revision, commit_sha=commit_sha,
-                weights_format=weights_format, weights=dict(sorted(chosen.items())), weights_digest=digest,
-                weight_bytes={name: sizes[name] for name in sorted(chosen) if sizes.get(name) is not None},
-                repository_refs=refs)
+    return dict(
+        model=checkpoint.model,
+        checkpoint=checkpoint.name,
+        step=checkpoint.step,
+        source=checkpoint.source,
+        location=checkpoint.location,
+        revision=checkpoint.revision,
+        commit_sha=commit_sha,
+        weights_format=weights_format,
+        weights=dict(sorted(chosen.items())),
+        weights_digest=digest,
+        weight_bytes={name: sizes[name] for name in sorted(chosen) if sizes.get(name) is not None},
+        repository_refs=refs,
+    )
 
 
 def pin_random_init(checkpoint: RandomInit, final: dict) -> dict:
@@ -73,12 +84,26 @@ def pin_random_init(checkpoint: RandomInit, final: dict) -> dict:
     lock), whose config.json gives the architecture, no weight files (none is loaded) and the seed, `init_seed`.
     Taking the commit from the final lock, not from the Hub again, makes the two the same architecture."""
     if (final["model"], final["location"]) != (checkpoint.model, checkpoint.location):
-        raise ValueError(f"{checkpoint.model}/{checkpoint.name}: the final lock given is of {final['model']} at "
-                         f"{final['location']}; pass the lock of the checkpoint it is built from")
-    return dict(model=checkpoint.model, checkpoint=checkpoint.name, step=checkpoint.step, source=checkpoint.source,
-                location=checkpoint.location, revision=checkpoint.revision, commit_sha=final["commit_sha"],
-                weights_format=None, weights={}, weights_digest=None, weight_bytes={}, repository_refs=None,
-                init_seed=checkpoint.seed, architecture_of=final["checkpoint"])
+        raise ValueError(
+            f"{checkpoint.model}/{checkpoint.name}: the final lock given is of {final['model']} at "
+            f"{final['location']}; pass the lock of the checkpoint it is built from"
+        )
+    return dict(
+        model=checkpoint.model,
+        checkpoint=checkpoint.name,
+        step=checkpoint.step,
+        source=checkpoint.source,
+        location=checkpoint.location,
+        revision=checkpoint.revision,
+        commit_sha=final["commit_sha"],
+        weights_format=None,
+        weights={},
+        weights_digest=None,
+        weight_bytes={},
+        repository_refs=None,
+        init_seed=checkpoint.seed,
+        architecture_of=final["checkpoint"],
+    )
 
 
 def read_lock(path) -> dict:
@@ -89,21 +114,27 @@ def read_lock(path) -> dict:
     except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as error:
         missing = f"not a JSON object ({error})"
     if missing:
-        raise ValueError(f"{path} is not a complete lock file (missing: {missing}); delete it and rerun snakemake, "
-                         "which pins the checkpoint again")
+        raise ValueError(
+            f"{path} is not a complete lock file (missing: {missing}); delete it and rerun snakemake, "
+            "which pins the checkpoint again"
+        )
     return lock
 
 
 def select_weights(files: dict[str, str], weights: str, name: str) -> tuple[str, dict[str, str]]:
     """The weight files of the wanted format among a revision's `files` ({path: sha256}): (format, {path: sha256})."""
-    by_format = {fmt: {f: sha for f, sha in files.items() if pattern.fullmatch(f)} for fmt, pattern in
-                 WEIGHT_FILES.items()}
+    by_format = {
+        fmt: {f: sha for f, sha in files.items() if pattern.fullmatch(f)} for fmt, pattern in WEIGHT_FILES.items()
+    }
     fmt = weights if weights != "auto" else "safetensors" if by_format["safetensors"] else "pytorch"
     if not by_format[fmt]:
         present = {f: sorted(found) for f, found in by_format.items() if found}
         wanted = "weight files" if weights == "auto" else f"{fmt} weight files"
-        fix = (f"set `weights: {next(iter(present))}` in the model entry" if present else
-               "pick a revision that has weights (`python -m shape_of_learning refs MODEL` lists the refs)")
+        fix = (
+            f"set `weights: {next(iter(present))}` in the model entry"
+            if present
+            else "pick a revision that has weights (`python -m shape_of_learning refs MODEL` lists the refs)"
+        )
         raise ValueError(f"{name}: no {wanted} among its {len(files)} files (found: {present or 'none'}); {fix}")
     return fmt, by_format[fmt]
 
@@ -113,8 +144,10 @@ def _pin_hub(repo: str, revision: str) -> tuple[str, dict[str, str], dict[str, i
     try:
         refs = revisions.hub_refs(repo)
         revisions.check_revision(repo, revision, refs, "on the Hub")
-        info = network.retry(lambda: huggingface_hub.HfApi().model_info(repo, revision=revision, files_metadata=True),
-                             what=f"reading the files of {repo}@{revision} on the Hub")
+        info = network.retry(
+            lambda: huggingface_hub.HfApi().model_info(repo, revision=revision, files_metadata=True),
+            what=f"reading the files of {repo}@{revision} on the Hub",
+        )
     except HfHubHTTPError:
         raise  # the Hub answered (repo not found, gated, ...): its message says which
     except (OfflineModeIsEnabled, HTTPError) as error:  # no network: fall back to what the cache holds
@@ -140,16 +173,19 @@ def _pin_from_cache(repo: str, revision: str) -> tuple[str, dict[str, str], dict
         raise RuntimeError(
             f"cannot pin {repo}@{revision}: the Hub is unreachable and the cache ({constants.HF_HUB_CACHE}) has no "
             f"copy of {repo}. Pre-fetch it where there is network (`hf download {repo} --revision {revision}`, with "
-            "the same HF_HOME), or download the model elsewhere and use a `path:` entry")
-    revisions.check_revision(repo, revision, hf_cache.cached_refs(repo),
-                             f"in the local cache {repo_dir}, the Hub being unreachable")
+            "the same HF_HOME), or download the model elsewhere and use a `path:` entry"
+        )
+    revisions.check_revision(
+        repo, revision, hf_cache.cached_refs(repo), f"in the local cache {repo_dir}, the Hub being unreachable"
+    )
     commit_sha = hf_cache.commit_of(repo, revision)
     snapshot = hf_cache.snapshot(repo, commit_sha)
     if snapshot is None:
         raise RuntimeError(
             f"cannot pin {repo}@{revision}: the Hub is unreachable and the cache {repo_dir} has no snapshot of it. "
             f"Pre-fetch it where there is network (`hf download {repo} --revision {revision}`, with the same "
-            "HF_HOME), or download the model elsewhere and use a `path:` entry")
+            "HF_HOME), or download the model elsewhere and use a `path:` entry"
+        )
     files, sizes = {}, {}
     for file in sorted(path for path in snapshot.rglob("*") if path.is_file()):
         blob = file.resolve().name
@@ -162,10 +198,16 @@ def _pin_from_cache(repo: str, revision: str) -> tuple[str, dict[str, str], dict
 def _hash_directory(directory: Path, checkpoint: Checkpoint) -> tuple[dict[str, str], dict[str, int]]:
     if not directory.is_dir():
         raise FileNotFoundError(f"{checkpoint.model}/{checkpoint.name}: model directory {directory} does not exist")
-    weights = {str(file.relative_to(directory)): file for file in sorted(directory.rglob("*")) if file.is_file()
-               and any(pattern.fullmatch(str(file.relative_to(directory))) for pattern in WEIGHT_FILES.values())}
-    return ({name: file_sha256(file) for name, file in weights.items()},
-            {name: file.stat().st_size for name, file in weights.items()})
+    weights = {
+        str(file.relative_to(directory)): file
+        for file in sorted(directory.rglob("*"))
+        if file.is_file()
+        and any(pattern.fullmatch(str(file.relative_to(directory))) for pattern in WEIGHT_FILES.values())
+    }
+    return (
+        {name: file_sha256(file) for name, file in weights.items()},
+        {name: file.stat().st_size for name, file in weights.items()},
+    )
 
 
 def file_sha256(file: Path) -> str:

@@ -29,8 +29,9 @@ class MissingRevisionError(ValueError):
 
 def hub_refs(repo: str) -> list[str]:
     """The branches and tags of a Hub model repository, read on the Hub (a transient failure retried)."""
-    refs = network.retry(lambda: huggingface_hub.HfApi().list_repo_refs(repo),
-                         what=f"listing the refs of {repo} on the Hub")
+    refs = network.retry(
+        lambda: huggingface_hub.HfApi().list_repo_refs(repo), what=f"listing the refs of {repo} on the Hub"
+    )
     return sorted({ref.name for ref in [*refs.branches, *refs.tags]})
 
 
@@ -61,7 +62,8 @@ def check_revision(repo: str, revision: str, refs: list[str], where: str) -> Non
     raise MissingRevisionError(
         f"{repo} has no revision {revision!r} ({where}); nearest existing: {', '.join(nearest_refs(revision, refs))}"
         f" ({len(refs)} refs in all). List them with `python -m shape_of_learning refs --repo {repo}` and put real "
-        "ones in the model's `checkpoints:`")
+        "ones in the model's `checkpoints:`"
+    )
 
 
 def check_revisions_offline(checkpoints: dict[str, list[Checkpoint]], models: dict[str, dict]) -> None:
@@ -108,7 +110,8 @@ def _check_directories(model: str, found: list[Checkpoint]) -> None:
             f"{f' and {len(missing) - 4} more' if len(missing) > 4 else ''}; present: "
             f"{', '.join(c.name for c in found if c not in missing) or 'none'} ({parent} holds "
             f"{', '.join(holds[:8]) or 'nothing'}{', ...' if len(holds) > 8 else ''}). Fix `checkpoints:` or the "
-            "`path:`/`package:` of the model's entry")
+            "`path:`/`package:` of the model's entry"
+        )
 
 
 def _known_refs(repo: str, model_locks: Path) -> tuple[list[str], str]:
@@ -121,7 +124,8 @@ def _known_refs(repo: str, model_locks: Path) -> tuple[list[str], str]:
         if recorded.get("location") == repo and recorded.get("repository_refs"):
             return recorded["repository_refs"], (
                 f"its refs as read on the Hub when {lock} was pinned; a ref published since is not known here, "
-                "but a commit sha always is")
+                "but a commit sha always is"
+            )
     if constants.HF_HUB_OFFLINE:
         return hf_cache.cached_refs(repo), f"in the local cache {hf_cache.repo_dir(repo)}, HF_HUB_OFFLINE being set"
     return [], ""
@@ -137,8 +141,10 @@ def report(repo: str, configured: list[str], snippet: bool) -> str:
     with `snippet`, a `checkpoints:` list of every step ref to paste into a model's entry."""
     refs, where = repository_refs(repo)
     if not refs:
-        return (f"{repo}: no refs known to {where}: run this where the Hub is reachable (or pre-fetch the "
-                "revisions into the HF cache with `hf download`)")
+        return (
+            f"{repo}: no refs known to {where}: run this where the Hub is reachable (or pre-fetch the "
+            "revisions into the HF cache with `hf download`)"
+        )
     lines = [f"{repo}: {len(refs)} refs (from {where})"]
     for ref in by_step(refs):
         step = parse_step(ref)

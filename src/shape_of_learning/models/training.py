@@ -73,8 +73,17 @@ class Hyperparameters:
     log_every: int = 10
 
     def __post_init__(self):
-        positive = ("num_layers", "d_model", "num_heads", "seq_len", "batch_size", "lr", "log_every", "image_size",
-                    "patch_size")
+        positive = (
+            "num_layers",
+            "d_model",
+            "num_heads",
+            "seq_len",
+            "batch_size",
+            "lr",
+            "log_every",
+            "image_size",
+            "patch_size",
+        )
         if bad := [f"{name}={getattr(self, name)}" for name in positive if getattr(self, name) <= 0]:
             raise ValueError(f"hyperparameters must be positive: {', '.join(bad)}")
         if self.d_model % self.num_heads:
@@ -106,7 +115,8 @@ def byte_tokenizer(arch: str, seq_len: int) -> PreTrainedTokenizerFast:
         )
     else:
         tokenizer.post_processor = processors.TemplateProcessing(
-            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+            single="[CLS] $A [SEP]",
+            pair="[CLS] $A [SEP] $B:1 [SEP]:1",
             special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
         )
     return PreTrainedTokenizerFast(tokenizer_object=tokenizer, model_max_length=seq_len, **special_tokens)
@@ -114,8 +124,9 @@ def byte_tokenizer(arch: str, seq_len: int) -> PreTrainedTokenizerFast:
 
 def image_processor(hp: Hyperparameters) -> ViTImageProcessor:
     """Resize to image_size x image_size and scale pixels to [-1, 1]; saved with every image checkpoint."""
-    return ViTImageProcessor(size={"height": hp.image_size, "width": hp.image_size}, image_mean=[0.5] * 3,
-                             image_std=[0.5] * 3)
+    return ViTImageProcessor(
+        size={"height": hp.image_size, "width": hp.image_size}, image_mean=[0.5] * 3, image_std=[0.5] * 3
+    )
 
 
 def build_image_model(arch: str, hp: Hyperparameters, num_labels: int):
@@ -123,14 +134,29 @@ def build_image_model(arch: str, hp: Hyperparameters, num_labels: int):
     if arch == "vit":
         if hp.image_size % hp.patch_size:
             raise ValueError(f"image_size={hp.image_size} must be divisible by patch_size={hp.patch_size}")
-        return ViTForImageClassification(ViTConfig(
-            image_size=hp.image_size, patch_size=hp.patch_size, hidden_size=hp.d_model, num_hidden_layers=hp.num_layers,
-            num_attention_heads=hp.num_heads, intermediate_size=4 * hp.d_model, num_labels=num_labels,
-            hidden_dropout_prob=hp.dropout, attention_probs_dropout_prob=hp.dropout))
+        return ViTForImageClassification(
+            ViTConfig(
+                image_size=hp.image_size,
+                patch_size=hp.patch_size,
+                hidden_size=hp.d_model,
+                num_hidden_layers=hp.num_layers,
+                num_attention_heads=hp.num_heads,
+                intermediate_size=4 * hp.d_model,
+                num_labels=num_labels,
+                hidden_dropout_prob=hp.dropout,
+                attention_probs_dropout_prob=hp.dropout,
+            )
+        )
     widths = [max(1, hp.d_model >> (hp.num_layers - 1 - stage)) for stage in range(hp.num_layers)]
-    return ResNetForImageClassification(ResNetConfig(
-        embedding_size=widths[0], hidden_sizes=widths, depths=[1] * hp.num_layers, layer_type="basic",
-        num_labels=num_labels))
+    return ResNetForImageClassification(
+        ResNetConfig(
+            embedding_size=widths[0],
+            hidden_sizes=widths,
+            depths=[1] * hp.num_layers,
+            layer_type="basic",
+            num_labels=num_labels,
+        )
+    )
 
 
 def load_images(corpus: Path, hp: Hyperparameters) -> tuple[torch.Tensor, torch.Tensor]:
@@ -138,24 +164,39 @@ def load_images(corpus: Path, hp: Hyperparameters) -> tuple[torch.Tensor, torch.
     from shape_of_learning.corpus.media import decode_image, read_media
 
     if Path(corpus).suffix != ".parquet":
-        raise ValueError(f"{corpus} is not a sampled image corpus; an image model needs `modality: image` in its "
-                         "config entry and an `image_corpus` in the config")
+        raise ValueError(
+            f"{corpus} is not a sampled image corpus; an image model needs `modality: image` in its "
+            "config entry and an `image_corpus` in the config"
+        )
     items = read_media(corpus)
     if (items["label"] < 0).any():
-        raise ValueError(f"{corpus} has images without a label; training needs a labelled corpus such as "
-                         "image_corpus: {sklearn_digits: true}")
+        raise ValueError(
+            f"{corpus} has images without a label; training needs a labelled corpus such as "
+            "image_corpus: {sklearn_digits: true}"
+        )
     pixels = image_processor(hp)([decode_image(data) for data in items["data"]], return_tensors="pt")["pixel_values"]
     return pixels, torch.tensor(items["label"].to_numpy())
 
 
 def build_model(arch: str, hp: Hyperparameters, tokenizer: PreTrainedTokenizerFast):
     """A freshly initialised text model (seed the global RNG first for a reproducible initialisation)."""
-    shape = dict(vocab_size=len(tokenizer), hidden_size=hp.d_model, num_hidden_layers=hp.num_layers,
-                 num_attention_heads=hp.num_heads, intermediate_size=4 * hp.d_model,
-                 max_position_embeddings=hp.seq_len, pad_token_id=tokenizer.pad_token_id)
+    shape = dict(
+        vocab_size=len(tokenizer),
+        hidden_size=hp.d_model,
+        num_hidden_layers=hp.num_layers,
+        num_attention_heads=hp.num_heads,
+        intermediate_size=4 * hp.d_model,
+        max_position_embeddings=hp.seq_len,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     if arch == "gpt_neox":  # Pythia's layout: parallel residual, rotary on 25% of head dims, untied embeddings
-        config = GPTNeoXConfig(**shape, hidden_dropout=hp.dropout, attention_dropout=hp.dropout,
-                               bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+        config = GPTNeoXConfig(
+            **shape,
+            hidden_dropout=hp.dropout,
+            attention_dropout=hp.dropout,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+        )
         return GPTNeoXForCausalLM(config)
     config = BertConfig(**shape, hidden_dropout_prob=hp.dropout, attention_probs_dropout_prob=hp.dropout)
     return BertForMaskedLM(config)
@@ -165,7 +206,7 @@ def sample_batch(arch, corpus_ids, tokenizer, hp, generator) -> dict[str, torch.
     """Random windows of the corpus wrapped in the tokenizer's special tokens, with the objective's labels."""
     text_len = hp.seq_len - (1 if arch == "gpt_neox" else 2)
     starts = torch.randint(len(corpus_ids) - text_len + 1, (hp.batch_size,), generator=generator)
-    text = torch.stack([corpus_ids[s:s + text_len] for s in starts.tolist()])
+    text = torch.stack([corpus_ids[s : s + text_len] for s in starts.tolist()])
     column = lambda token_id: torch.full((hp.batch_size, 1), token_id)  # noqa: E731
     if arch == "gpt_neox":
         input_ids = torch.cat([column(tokenizer.bos_token_id), text], dim=1)
@@ -209,8 +250,16 @@ def save_checkpoint(model, tokenizer, out_dir: Path, metadata: dict) -> None:
     tmp.rename(out_dir)
 
 
-def train(arch: str, corpus: Path, out_root: Path, save_steps: list[int], *, seed: int = 0,
-          threads: int | None = None, **hyperparameters) -> list[Path]:
+def train(
+    arch: str,
+    corpus: Path,
+    out_root: Path,
+    save_steps: list[int],
+    *,
+    seed: int = 0,
+    threads: int | None = None,
+    **hyperparameters,
+) -> list[Path]:
     """Train a small `arch` model on `corpus` and save ``out_root/step{N}/`` for N in save_steps.
 
     Runs max(save_steps) AdamW updates on random windows of the UTF-8 text `corpus` (byte-level text models) or on
@@ -241,12 +290,24 @@ def train(arch: str, corpus: Path, out_root: Path, save_steps: list[int], *, see
     total_steps = save_steps[-1]
     out_root = Path(out_root)
     out_root.mkdir(parents=True, exist_ok=True)
-    logger.info("training %s (%.2fM parameters) for %d steps on %s (%s)", arch,
-                model.num_parameters() / 1e6, total_steps, corpus, size)
+    logger.info(
+        "training %s (%.2fM parameters) for %d steps on %s (%s)",
+        arch,
+        model.num_parameters() / 1e6,
+        total_steps,
+        corpus,
+        size,
+    )
 
     def save(step, loss):
-        metadata = {"arch": arch, "step": step, "seed": seed, "loss": loss, "corpus": str(corpus),
-                    "hyperparameters": dataclasses.asdict(hp)}
+        metadata = {
+            "arch": arch,
+            "step": step,
+            "seed": seed,
+            "loss": loss,
+            "corpus": str(corpus),
+            "hyperparameters": dataclasses.asdict(hp),
+        }
         save_checkpoint(model, tokenizer, out_root / f"step{step}", metadata)
 
     loss, save_set = None, set(save_steps)
@@ -282,19 +343,30 @@ def _model_and_batches(arch: str, corpus: Path, hp: Hyperparameters, generator: 
         def batch():
             rows = torch.randint(len(labels), (hp.batch_size,), generator=generator)
             return {"pixel_values": pixels[rows], "labels": labels[rows]}
+
         return model, image_processor(hp), batch, f"{len(labels)} images"
     corpus_ids, tokenizer = _byte_corpus(corpus, arch, hp)
     model = build_model(arch, hp, tokenizer)
-    return (model, tokenizer, lambda: sample_batch(arch, corpus_ids, tokenizer, hp, generator),
-            f"{len(corpus_ids)} bytes")
+    return (
+        model,
+        tokenizer,
+        lambda: sample_batch(arch, corpus_ids, tokenizer, hp, generator),
+        f"{len(corpus_ids)} bytes",
+    )
 
 
 def _optimizer(model, hp: Hyperparameters) -> torch.optim.AdamW:
     """AdamW that, as nanoGPT's, decays matrices and embeddings, not biases and LayerNorm gains."""
     parameters = [p for p in model.parameters() if p.requires_grad]
-    return torch.optim.AdamW([{"params": [p for p in parameters if p.dim() >= 2]},
-                              {"params": [p for p in parameters if p.dim() < 2], "weight_decay": 0.0}],
-                             lr=hp.lr, weight_decay=hp.weight_decay, betas=(0.9, 0.95))
+    return torch.optim.AdamW(
+        [
+            {"params": [p for p in parameters if p.dim() >= 2]},
+            {"params": [p for p in parameters if p.dim() < 2], "weight_decay": 0.0},
+        ],
+        lr=hp.lr,
+        weight_decay=hp.weight_decay,
+        betas=(0.9, 0.95),
+    )
 
 
 def _byte_corpus(corpus_text: Path, arch: str, hp: Hyperparameters) -> tuple[torch.Tensor, PreTrainedTokenizerFast]:
@@ -308,7 +380,9 @@ def _byte_corpus(corpus_text: Path, arch: str, hp: Hyperparameters) -> tuple[tor
     corpus_ids = torch.frombuffer(bytearray(corpus_bytes), dtype=torch.uint8).long() + (len(tokenizer) - 256)
     needed = hp.seq_len + hp.batch_size  # enough bytes for batch_size distinct windows
     if len(corpus_ids) < needed:
-        raise ValueError(f"{corpus_text} has {len(corpus_ids)} bytes, too little for a batch of {hp.batch_size} "
-                         f"windows of {hp.seq_len} tokens (needs >= {needed}); use more text or smaller "
-                         "batch_size/seq_len")
+        raise ValueError(
+            f"{corpus_text} has {len(corpus_ids)} bytes, too little for a batch of {hp.batch_size} "
+            f"windows of {hp.seq_len} tokens (needs >= {needed}); use more text or smaller "
+            "batch_size/seq_len"
+        )
     return corpus_ids, tokenizer

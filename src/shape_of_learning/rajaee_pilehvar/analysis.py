@@ -52,8 +52,10 @@ def spearman_x100(gold, predicted) -> float:
 
 def variants(directions: int, least: list[int]) -> list[dict]:
     """The rows of Table 1 (five settings, top `directions` removed) and of Table 2 (each of `least` removed)."""
-    rows = [dict(table=1, setting=s, which="top", removed=directions if s in ("global", "cluster_based") else 0)
-            for s in transforms.SETTINGS]
+    rows = [
+        dict(table=1, setting=s, which="top", removed=directions if s in ("global", "cluster_based") else 0)
+        for s in transforms.SETTINGS
+    ]
     rows += [dict(table=2, setting=s, which="least", removed=n) for s in ("global", "cluster_based") for n in least]
     return rows
 
@@ -64,8 +66,12 @@ def isotropy(X: np.ndarray, device: str = "auto") -> dict:
     sign-free values sharing one eigendecomposition."""
     vectors = Vectors.of(X, device)
     draws = isotropy_iw_sign_draws(vectors, SIGN_DRAWS)
-    return dict(isotropy=isotropy_iw(vectors), isotropy_notebook=isotropy_iw_notebook(X),
-                isotropy_u_only_min=float(draws.min()), isotropy_u_only_max=float(draws.max()))
+    return dict(
+        isotropy=isotropy_iw(vectors),
+        isotropy_notebook=isotropy_iw_notebook(X),
+        isotropy_u_only_min=float(draws.min()),
+        isotropy_u_only_max=float(draws.max()),
+    )
 
 
 def occurrences(pairs: pd.DataFrame) -> list[str]:
@@ -90,8 +96,16 @@ def pair_performance(tokens: np.ndarray, occurrence_of_token: np.ndarray, scores
     return spearman_x100(scores, (unit[0::2] * unit[1::2]).sum(1))
 
 
-def hidden_tokens(checkpoint: Checkpoint, entry: dict, pin: dict, texts: list[str], *, batch_size: int = 64,
-                  device: str = "auto", dtype: str = "auto") -> tuple[list[np.ndarray], pd.DataFrame, str]:
+def hidden_tokens(
+    checkpoint: Checkpoint,
+    entry: dict,
+    pin: dict,
+    texts: list[str],
+    *,
+    batch_size: int = 64,
+    device: str = "auto",
+    dtype: str = "auto",
+) -> tuple[list[np.ndarray], pd.DataFrame, str]:
     """Every layer's vectors of every token of `texts` (special tokens included), per row its text (`window`, the
     index into `texts`), position, token id and whether the tokenizer added it, and the forward pass's dtype.
     `batch_size` texts go through the model at once (rated texts are short; each batch costs one shard write per
@@ -100,9 +114,18 @@ def hidden_tokens(checkpoint: Checkpoint, entry: dict, pin: dict, texts: list[st
     encoded = tokenizer(texts, truncation=True, max_length=entry["max_length"], return_special_tokens_mask=True)
     added = encoded["special_tokens_mask"]  # what extraction's special_tokens: exclude drops; [UNK] is not among them
     with tempfile.TemporaryDirectory() as shards:
-        manifest = extract(checkpoint, {**entry, "batch_size": batch_size}, texts, sum(map(len, added)),
-                           Path(shards), pin=pin, special_tokens="include", store_dtype="float32", device=device,
-                           dtype=dtype)
+        manifest = extract(
+            checkpoint,
+            {**entry, "batch_size": batch_size},
+            texts,
+            sum(map(len, added)),
+            Path(shards),
+            pin=pin,
+            special_tokens="include",
+            store_dtype="float32",
+            device=device,
+            dtype=dtype,
+        )
         layers = [read_shard(Path(shards, paths.shard_name(layer)))[0] for layer in range(entry["layers"] + 1)]
         index = pq.read_table(Path(shards, paths.shard_name(0)), columns=["window", "position", "token_id"]).to_pandas()
     starts = np.cumsum([0, *map(len, added)])
@@ -110,10 +133,23 @@ def hidden_tokens(checkpoint: Checkpoint, entry: dict, pin: dict, texts: list[st
     return layers, index, manifest["dtype"]
 
 
-def analyse(checkpoint: Checkpoint, entry: dict, pin: dict, pairs: pd.DataFrame, *, seeds: tuple[int, ...] = (0,),
-            kmeans: str = "reference", clusters: int = 27, directions: int = 12, least: tuple[int, ...] = (100, 700),
-            table_layer: int = -1, figure_tokens: int = 2000, batch_size: int = 64, device: str = "auto",
-            dtype: str = "auto") -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def analyse(
+    checkpoint: Checkpoint,
+    entry: dict,
+    pin: dict,
+    pairs: pd.DataFrame,
+    *,
+    seeds: tuple[int, ...] = (0,),
+    kmeans: str = "reference",
+    clusters: int = 27,
+    directions: int = 12,
+    least: tuple[int, ...] = (100, 700),
+    table_layer: int = -1,
+    figure_tokens: int = 2000,
+    batch_size: int = 64,
+    device: str = "auto",
+    dtype: str = "auto",
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(settings table, I(W) per layer, 2-D PCA of a sample of table-layer tokens) for one model on `pairs`.
 
     The settings table has one row per seed of `seeds` and variant (`variants`); only the clustered settings differ
@@ -121,16 +157,19 @@ def analyse(checkpoint: Checkpoint, entry: dict, pin: dict, pairs: pd.DataFrame,
     sample is drawn with the first seed.
     """
     texts = occurrences(pairs)
-    layers, index, forward_dtype = hidden_tokens(checkpoint, entry, pin, texts, batch_size=batch_size, device=device,
-                                                 dtype=dtype)
+    layers, index, forward_dtype = hidden_tokens(
+        checkpoint, entry, pin, texts, batch_size=batch_size, device=device, dtype=dtype
+    )
     words = ~index["added"].to_numpy()
     if missing := sorted(set(range(len(texts))) - set(index.loc[words, "window"])):
         raise ValueError(f"{checkpoint.model}: texts without a token of their own, e.g. {texts[missing[0]]!r}")
 
     X, occurrence_of_token = layers[table_layer][words], index.loc[words, "window"].to_numpy()
     if bad := [n for n in (directions, *least) if n > X.shape[1]]:
-        raise ValueError(f"{checkpoint.model} has {X.shape[1]} dimensions; cannot remove {bad} directions: lower "
-                         "rajaee_pilehvar.directions / rajaee_pilehvar.least_directions")
+        raise ValueError(
+            f"{checkpoint.model} has {X.shape[1]} dimensions; cannot remove {bad} directions: lower "
+            "rajaee_pilehvar.directions / rajaee_pilehvar.least_directions"
+        )
     basis, measured, rows = transforms.principal_directions(X), {}, []
     for seed in seeds:
         labels = transforms.cluster_labels(X, clusters, seed, kmeans)
@@ -138,14 +177,27 @@ def analyse(checkpoint: Checkpoint, entry: dict, pin: dict, pairs: pd.DataFrame,
         for variant in variants(directions, list(least)):
             key = (variant["setting"], variant["which"], variant["removed"])
             if variant["setting"] in CLUSTERED or key not in measured:  # the others are the same for every seed
-                Y = transforms.transform(X, variant["setting"], labels=labels, directions=variant["removed"],
-                                         which=variant["which"], basis=basis, bases=bases)
-                measured[key] = dict(performance=pair_performance(Y, occurrence_of_token, pairs["score"]),
-                                     **isotropy(Y, device))
+                Y = transforms.transform(
+                    X,
+                    variant["setting"],
+                    labels=labels,
+                    directions=variant["removed"],
+                    which=variant["which"],
+                    basis=basis,
+                    bases=bases,
+                )
+                measured[key] = dict(
+                    performance=pair_performance(Y, occurrence_of_token, pairs["score"]), **isotropy(Y, device)
+                )
             rows.append(dict(seed=seed, **variant, **measured[key]))
             logger.info("%s: %s", checkpoint.model, rows[-1])
-    table = pd.DataFrame(rows).assign(layer=len(layers) + table_layer if table_layer < 0 else table_layer,
-                                      tokens=len(X), texts=len(texts), pairs=len(pairs), dtype=forward_dtype)
+    table = pd.DataFrame(rows).assign(
+        layer=len(layers) + table_layer if table_layer < 0 else table_layer,
+        tokens=len(X),
+        texts=len(texts),
+        pairs=len(pairs),
+        dtype=forward_dtype,
+    )
 
     sample = np.random.default_rng(seeds[0]).permutation(len(X))[:figure_tokens]
     view = pd.DataFrame(PCA(2, random_state=seeds[0]).fit_transform(X)[sample], columns=["pc1", "pc2"])
@@ -171,6 +223,14 @@ def per_layer(layers: list[np.ndarray], index: pd.DataFrame, texts: list[str], d
     for layer, X in enumerate(layers):
         for name, view in views.items():
             distinct = min(len(np.unique(X[view], axis=0)), distinct_inputs[name])
-            rows.append(dict(layer=layer, tokens=name, count=int(view.sum()), distinct=distinct,
-                             degenerate=distinct < X.shape[1], isotropy=isotropy_iw(X[view], device)))
+            rows.append(
+                dict(
+                    layer=layer,
+                    tokens=name,
+                    count=int(view.sum()),
+                    distinct=distinct,
+                    degenerate=distinct < X.shape[1],
+                    isotropy=isotropy_iw(X[view], device),
+                )
+            )
     return pd.DataFrame(rows)

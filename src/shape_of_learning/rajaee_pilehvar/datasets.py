@@ -31,8 +31,10 @@ def read_sts(path: Path, *, lines=None) -> pd.DataFrame:
     for number, line in enumerate(lines, 1):
         fields = line.split("\t")
         if len(fields) < 7:
-            raise ValueError(f"{path}:{number}: expected >= 7 tab-separated fields (genre, file, year, id, score, "
-                             f"sentence1, sentence2), got {len(fields)}; is this an STS-Benchmark sts-*.csv?")
+            raise ValueError(
+                f"{path}:{number}: expected >= 7 tab-separated fields (genre, file, year, id, score, "
+                f"sentence1, sentence2), got {len(fields)}; is this an STS-Benchmark sts-*.csv?"
+            )
         rows.append((fields[5], fields[6], _rating(fields[4], path, number, 0, 5)))
     return _frame(rows, path)
 
@@ -45,8 +47,10 @@ def read_word_pairs(path: Path) -> pd.DataFrame:
             continue
         fields = line.split("\t")
         if len(fields) != 3:
-            raise ValueError(f"{path}:{number}: expected 3 tab-separated fields (word1, word2, rating), got "
-                             f"{len(fields)}: {line[:80]!r}")
+            raise ValueError(
+                f"{path}:{number}: expected 3 tab-separated fields (word1, word2, rating), got "
+                f"{len(fields)}: {line[:80]!r}"
+            )
         rows.append((fields[0], fields[1], _rating(fields[2], path, number, 0, 10)))
     return _frame(rows, path)
 
@@ -60,8 +64,10 @@ def read_lee(documents: Path, ratings: Path) -> pd.DataFrame:
     for number, line in enumerate(Path(ratings).read_text().splitlines(), 1):
         matrix.append([_rating(value, ratings, number, 0, 1) for value in line.split()])
         if len(matrix[-1]) != len(texts):
-            raise ValueError(f"{ratings}:{number}: {len(matrix[-1])} ratings, expected one per document of "
-                             f"{documents} ({len(texts)})")
+            raise ValueError(
+                f"{ratings}:{number}: {len(matrix[-1])} ratings, expected one per document of "
+                f"{documents} ({len(texts)})"
+            )
     if len(matrix) != len(texts):
         raise ValueError(f"{ratings}: {len(matrix)} rows, expected {len(texts)} (one per document of {documents})")
     rows = [(texts[i], texts[j], matrix[i][j]) for i in range(len(texts)) for j in range(i + 1, len(texts))]
@@ -89,8 +95,10 @@ def split_names(name: str, spec: dict) -> list[str]:
     if "random_split" not in spec:
         return list(spec["splits"])
     if spec["random_split"]["of"] not in spec["splits"] or set(RANDOM_SPLITS) & set(spec["splits"]):
-        raise ValueError(f"dataset {name!r}: random_split divides one of its splits {list(spec['splits'])}, named "
-                         f"other than {list(RANDOM_SPLITS)}; fix rajaee_pilehvar.datasets.{name}")
+        raise ValueError(
+            f"dataset {name!r}: random_split divides one of its splits {list(spec['splits'])}, named "
+            f"other than {list(RANDOM_SPLITS)}; fix rajaee_pilehvar.datasets.{name}"
+        )
     return [*spec["splits"], *RANDOM_SPLITS]
 
 
@@ -98,7 +106,7 @@ def random_split(pairs: pd.DataFrame, test: float, seed: int = 0) -> dict[str, p
     """`pairs` in two: `test`, a share of them drawn at random by `seed` (rounded to whole pairs), and `train`, the
     others, each in the original order."""
     held_out = np.zeros(len(pairs), dtype=bool)
-    held_out[np.random.default_rng(seed).permutation(len(pairs))[:round(test * len(pairs))]] = True
+    held_out[np.random.default_rng(seed).permutation(len(pairs))[: round(test * len(pairs))]] = True
     return {"train": pairs[~held_out].reset_index(drop=True), "test": pairs[held_out].reset_index(drop=True)}
 
 
@@ -119,20 +127,28 @@ def obtain_archive(name: str, spec: dict, dest: Path, lock: Path) -> Path:
     when the config gives one; otherwise against the digest recorded in `lock` by the first run, which writes it.
     """
     if not spec["url"] and not spec["local_path"]:
-        raise ValueError(f"dataset {name!r}: no source; set rajaee_pilehvar.datasets.{name}.url or .local_path "
-                         "(or `gensim: true` for the similarity sets shipped with gensim)")
+        raise ValueError(
+            f"dataset {name!r}: no source; set rajaee_pilehvar.datasets.{name}.url or .local_path "
+            "(or `gensim: true` for the similarity sets shipped with gensim)"
+        )
     pinned = spec["sha256"]
     recorded = json.loads(lock.read_text())["sha256"] if lock.is_file() else None
     if pinned and recorded and pinned != recorded:
         logger.warning("%s: config sha256 %s differs from the lock file %s; the config wins", name, pinned, recorded)
-    dest = obtain(Path(dest), url=spec["url"], local_path=spec["local_path"], size=None, md5=None,
-                  sha256=pinned or recorded)
+    dest = obtain(
+        Path(dest), url=spec["url"], local_path=spec["local_path"], size=None, md5=None, sha256=pinned or recorded
+    )
     if not pinned and not recorded:
         digest = _digests(dest)["sha256"]
         lock.parent.mkdir(parents=True, exist_ok=True)
         lock.write_text(json.dumps({"dataset": name, "url": spec["url"], "sha256": digest}, indent=2) + "\n")
-        logger.info("%s: recorded sha256 %s in %s; later runs check it (or set rajaee_pilehvar.datasets.%s.sha256)",
-                    name, digest, lock, name)
+        logger.info(
+            "%s: recorded sha256 %s in %s; later runs check it (or set rajaee_pilehvar.datasets.%s.sha256)",
+            name,
+            digest,
+            lock,
+            name,
+        )
     return dest
 
 
@@ -162,6 +178,8 @@ def read_split(name: str, spec: dict, split: str, archive: Path | None = None) -
         try:
             lines = tar.extractfile(source).read().decode("utf-8").splitlines()
         except KeyError:
-            raise ValueError(f"dataset {name!r}: {archive} has no member {source!r} (members: {tar.getnames()[:10]}); "
-                             f"{fix}.splits.{split}") from None
+            raise ValueError(
+                f"dataset {name!r}: {archive} has no member {source!r} (members: {tar.getnames()[:10]}); "
+                f"{fix}.splits.{split}"
+            ) from None
     return read_sts(f"{archive}:{source}", lines=lines)

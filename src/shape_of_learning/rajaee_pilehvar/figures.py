@@ -17,15 +17,23 @@ from shape_of_learning.models.checkpoints import Checkpoint
 
 from . import CITATION
 
-LINES = {("pre-trained", "all"): "Pre-trained, all tokens", ("fine-tuned", "all"): "Fine-tuned, all tokens",
-         ("fine-tuned", "cls"): "Fine-tuned, [CLS]"}
+LINES = {
+    ("pre-trained", "all"): "Pre-trained, all tokens",
+    ("fine-tuned", "all"): "Fine-tuned, all tokens",
+    ("fine-tuned", "cls"): "Fine-tuned, [CLS]",
+}
 
 
 def labelled(files, analyses) -> pd.DataFrame:
     """The outputs of analysis jobs (`shape_of_learning.rajaee_pilehvar.plan.Analysis`), one file each, in one frame with
     the job's pair (or model, `Analysis.label`), model and state."""
-    return pd.concat([pd.read_parquet(path).assign(pair=job.label, model=job.model, state=job.state)
-                      for job, path in zip(analyses, files)], ignore_index=True)
+    return pd.concat(
+        [
+            pd.read_parquet(path).assign(pair=job.label, model=job.model, state=job.state)
+            for job, path in zip(analyses, files)
+        ],
+        ignore_index=True,
+    )
 
 
 def isotropy_by_layer(layers: pd.DataFrame, out_png: Path, out_pdf: Path, *, dataset: str):
@@ -49,8 +57,14 @@ def isotropy_by_layer(layers: pd.DataFrame, out_png: Path, out_pdf: Path, *, dat
             if degenerate:
                 label += f" (degenerate, left out: layer {', '.join(map(str, degenerate))})"
             ax.plot(runs.index, runs["mean"], marker="o", markersize=3, color=colours[state, tokens], label=label)
-            ax.fill_between(runs.index, runs["mean"] - runs["std"], runs["mean"] + runs["std"],
-                            color=colours[state, tokens], alpha=0.2, linewidth=0)  # nothing where std is NaN
+            ax.fill_between(
+                runs.index,
+                runs["mean"] - runs["std"],
+                runs["mean"] + runs["std"],
+                color=colours[state, tokens],
+                alpha=0.2,
+                linewidth=0,
+            )  # nothing where std is NaN
         ax.set_title(pair)
         ax.set_xlabel("Layer (0 = embeddings)")
         ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
@@ -60,15 +74,16 @@ def isotropy_by_layer(layers: pd.DataFrame, out_png: Path, out_pdf: Path, *, dat
     return save(figure, out_png, out_pdf)
 
 
-def corpus_frequencies(entry: dict, checkpoint: Checkpoint, pin: dict, corpus: Path, chunk_lines: int = 2000
-                       ) -> Counter:
+def corpus_frequencies(
+    entry: dict, checkpoint: Checkpoint, pin: dict, corpus: Path, chunk_lines: int = 2000
+) -> Counter:
     """How often each token id of the model's tokenizer occurs when the cleaned corpus is tokenized line by line
     (special tokens left out). The tokenizer loads as extraction loads it (`load_preprocessor`)."""
     tokenizer = load_preprocessor(entry, checkpoint, pin["commit_sha"])
     counts = Counter()
     lines = Path(corpus).read_text(encoding="utf-8").splitlines()
     for start in range(0, len(lines), chunk_lines):
-        for ids in tokenizer(lines[start:start + chunk_lines], add_special_tokens=False)["input_ids"]:
+        for ids in tokenizer(lines[start : start + chunk_lines], add_special_tokens=False)["input_ids"]:
             counts.update(ids)
     return counts
 
@@ -93,7 +108,8 @@ def frequency_view(views: pd.DataFrame, frequencies: dict[str, Counter], out_png
             ax.set_title(f"{views['model'][rows].iloc[0]} ({state})", fontsize="medium")
             ax.set_xlabel("PC 1")
             ax.set_ylabel("PC 2")
-    figure.colorbar(matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap), ax=list(axes.flat),
-                    label="log10(1 + corpus frequency)")
+    figure.colorbar(
+        matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap), ax=list(axes.flat), label="log10(1 + corpus frequency)"
+    )
     figure.suptitle(f"{CITATION}, Figure 2: token vectors by corpus frequency")
     return save(figure, out_png, out_pdf)

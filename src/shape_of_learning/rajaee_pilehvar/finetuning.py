@@ -48,16 +48,23 @@ def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 def sentence_vectors(model, tokenizer, texts: list[str], max_length: int) -> torch.Tensor:
     """Each text's mean token vector at the last layer, over its own tokens: padding and the special tokens the
     tokenizer adds are left out (the notebook's population, `shape_of_learning.rajaee_pilehvar.analysis`)."""
-    batch = tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt",
-                      return_special_tokens_mask=True).to(model.device)
+    batch = tokenizer(
+        texts,
+        padding=True,
+        truncation=True,
+        max_length=max_length,
+        return_tensors="pt",
+        return_special_tokens_mask=True,
+    ).to(model.device)
     added = batch.pop("special_tokens_mask")  # 1 for the tokens the tokenizer adds, and padding; not [UNK]
     return mean_pool(model(**batch).last_hidden_state, batch["attention_mask"] * (1 - added))
 
 
 def cosine_loss(model, tokenizer, text1: list[str], text2: list[str], labels: torch.Tensor, max_length: int):
     """MSE between cos(pool(text1), pool(text2)) and `labels` in [0, 1]."""
-    cosine = torch.nn.functional.cosine_similarity(*(sentence_vectors(model, tokenizer, texts, max_length)
-                                                     for texts in (text1, text2)))
+    cosine = torch.nn.functional.cosine_similarity(
+        *(sentence_vectors(model, tokenizer, texts, max_length) for texts in (text1, text2))
+    )
     return torch.nn.functional.mse_loss(cosine, labels.to(cosine.device))
 
 
@@ -66,13 +73,28 @@ def parameter_groups(model: torch.nn.Module, weight_decay: float = WEIGHT_DECAY)
     name contains none of `NO_DECAY`, none for biases and LayerNorm weights."""
     named = list(model.named_parameters())
     exempt = [any(part in name for part in NO_DECAY) for name, _ in named]
-    return [{"params": [p for (_, p), no in zip(named, exempt) if not no], "weight_decay": weight_decay},
-            {"params": [p for (_, p), no in zip(named, exempt) if no], "weight_decay": 0.0}]
+    return [
+        {"params": [p for (_, p), no in zip(named, exempt) if not no], "weight_decay": weight_decay},
+        {"params": [p for (_, p), no in zip(named, exempt) if no], "weight_decay": 0.0},
+    ]
 
 
-def finetune(location: str, pairs: pd.DataFrame, out_dir: Path, *, scale: float, revision: str | None = None,
-             batch_size: int = 32, learning_rate: float = 7e-5, epochs: int = 3, max_steps: int | None = None,
-             seed: int = 0, max_length: int = 128, warmup_fraction: float = 0.1, device: str = "auto") -> dict:
+def finetune(
+    location: str,
+    pairs: pd.DataFrame,
+    out_dir: Path,
+    *,
+    scale: float,
+    revision: str | None = None,
+    batch_size: int = 32,
+    learning_rate: float = 7e-5,
+    epochs: int = 3,
+    max_steps: int | None = None,
+    seed: int = 0,
+    max_length: int = 128,
+    warmup_fraction: float = 0.1,
+    device: str = "auto",
+) -> dict:
     """Fine-tune the encoder at `location` on `pairs` (text1, text2, score) and save it to `out_dir`.
 
     Labels are score / `scale` (5 for STS-B). Runs `epochs` passes over the pairs, shuffled by a ``DataLoader`` whose
@@ -82,20 +104,25 @@ def finetune(location: str, pairs: pd.DataFrame, out_dir: Path, *, scale: float,
     count. Writes ``out_dir/finetuning.json`` with the settings and the loss of every step; returns that record.
     """
     if not (pairs["score"].between(0, scale)).all():
-        raise ValueError(f"scores must lie in [0, scale={scale}] to become labels in [0, 1]; got "
-                         f"[{pairs['score'].min()}, {pairs['score'].max()}]: set the dataset's `scale`")
+        raise ValueError(
+            f"scores must lie in [0, scale={scale}] to become labels in [0, 1]; got "
+            f"[{pairs['score'].min()}, {pairs['score'].max()}]: set the dataset's `scale`"
+        )
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    tokenizer = network.retry(lambda: AutoTokenizer.from_pretrained(location, revision=revision),
-                              what=f"loading the tokenizer of {location}")
+    tokenizer = network.retry(
+        lambda: AutoTokenizer.from_pretrained(location, revision=revision), what=f"loading the tokenizer of {location}"
+    )
     # float32 whatever the checkpoint was saved in, as Sentence-BERT trains (no mixed precision)
-    model = network.retry(lambda: AutoModel.from_pretrained(location, revision=revision, use_safetensors=True,
-                                                            dtype=torch.float32),
-                          what=f"loading the weights of {location}")
+    model = network.retry(
+        lambda: AutoModel.from_pretrained(location, revision=revision, use_safetensors=True, dtype=torch.float32),
+        what=f"loading the weights of {location}",
+    )
     model = model.to(device).train()
     torch.manual_seed(seed)
-    batches = torch.utils.data.DataLoader(range(len(pairs)), batch_size=batch_size, shuffle=True,
-                                          generator=torch.Generator().manual_seed(seed))
+    batches = torch.utils.data.DataLoader(
+        range(len(pairs)), batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed)
+    )
     total = min(epochs * len(batches), max_steps or epochs * len(batches))
     optimizer = torch.optim.AdamW(parameter_groups(model), lr=learning_rate)
     schedule = get_linear_schedule_with_warmup(optimizer, math.ceil(warmup_fraction * total), total)
@@ -104,8 +131,14 @@ def finetune(location: str, pairs: pd.DataFrame, out_dir: Path, *, scale: float,
     with tqdm(total=total, desc=f"fine-tune {location}", unit="step") as progress:
         while len(losses) < total:
             for rows in batches:
-                loss = cosine_loss(model, tokenizer, pairs["text1"].iloc[rows].tolist(),
-                                   pairs["text2"].iloc[rows].tolist(), labels[rows], max_length)
+                loss = cosine_loss(
+                    model,
+                    tokenizer,
+                    pairs["text1"].iloc[rows].tolist(),
+                    pairs["text2"].iloc[rows].tolist(),
+                    labels[rows],
+                    max_length,
+                )
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
                 optimizer.step()
@@ -117,9 +150,22 @@ def finetune(location: str, pairs: pd.DataFrame, out_dir: Path, *, scale: float,
                 if len(losses) == total:
                     break
     logger.info("fine-tuned %s for %d steps: loss %.4f -> %.4f", location, total, losses[0], losses[-1])
-    record = dict(base=location, revision=revision, pairs=len(pairs), scale=scale, batch_size=batch_size,
-                  learning_rate=learning_rate, epochs=epochs, max_steps=max_steps, steps=total, seed=seed,
-                  max_length=max_length, weight_decay=WEIGHT_DECAY, max_grad_norm=MAX_GRAD_NORM, losses=losses)
+    record = dict(
+        base=location,
+        revision=revision,
+        pairs=len(pairs),
+        scale=scale,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        epochs=epochs,
+        max_steps=max_steps,
+        steps=total,
+        seed=seed,
+        max_length=max_length,
+        weight_decay=WEIGHT_DECAY,
+        max_grad_norm=MAX_GRAD_NORM,
+        losses=losses,
+    )
     tmp = Path(out_dir).with_name(f".{Path(out_dir).name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp)

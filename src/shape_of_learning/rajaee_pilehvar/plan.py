@@ -69,8 +69,9 @@ def split_reference(reference: str, datasets: dict, where: str) -> tuple[str, st
     name, split = parse_reference(reference)
     if name not in datasets or split not in split_names(name, datasets[name]):
         known = [f"{n}/{s}" for n, spec in datasets.items() for s in split_names(n, spec)]
-        raise ValueError(f"{where}: {reference!r} is not a configured dataset split (rajaee_pilehvar.datasets); "
-                         f"known: {known}")
+        raise ValueError(
+            f"{where}: {reference!r} is not a configured dataset split (rajaee_pilehvar.datasets); known: {known}"
+        )
     return name, split
 
 
@@ -81,32 +82,40 @@ def plan_pairs(config: dict) -> list[Pair]:
     models = config["models"]
     if "rajaee_pilehvar" not in config:
         if tuned := [name for name, entry in models.items() if "finetune" in entry]:
-            raise ValueError(f"models {tuned} are `finetune:` entries, whose data comes from the `rajaee_pilehvar:` "
-                             "section; add it (see config.yaml) or remove them")
+            raise ValueError(
+                f"models {tuned} are `finetune:` entries, whose data comes from the `rajaee_pilehvar:` "
+                "section; add it (see config.yaml) or remove them"
+            )
         return []
     section = config["rajaee_pilehvar"]
     found = [Pair(p["pretrained"], p["finetuned"], p["paper"], tuple(section["seeds"])) for p in section["pairs"]]
     if unknown := [name for name in section["sentence_tuned"] if name not in models]:
         raise ValueError(f"rajaee_pilehvar.sentence_tuned names {unknown}, which are not in `models:`; add them")
     if tuned := [name for name in section["sentence_tuned"] if "finetune" in models[name]]:
-        raise ValueError(f"rajaee_pilehvar.sentence_tuned names `finetune:` entries {tuned}, whose runs a pair "
-                         "measures; name them in rajaee_pilehvar.pairs instead")
+        raise ValueError(
+            f"rajaee_pilehvar.sentence_tuned names `finetune:` entries {tuned}, whose runs a pair "
+            "measures; name them in rajaee_pilehvar.pairs instead"
+        )
     for pair in found:
         for name in (pair.pretrained, pair.finetuned):
             if name not in models:
                 raise ValueError(f"rajaee_pilehvar.pairs names model {name!r}, which is not in `models:`; add it")
         spec = models[pair.finetuned].get("finetune")
         if spec is None or spec["base"] != pair.pretrained:
-            raise ValueError(f"rajaee_pilehvar.pairs: model {pair.finetuned!r} must be a `finetune:` entry with "
-                             f"base: {pair.pretrained}")
+            raise ValueError(
+                f"rajaee_pilehvar.pairs: model {pair.finetuned!r} must be a `finetune:` entry with "
+                f"base: {pair.pretrained}"
+            )
     for name, entry in models.items():
         if "finetune" in entry:
             base = entry["finetune"]["base"]
             if base not in models:
                 raise ValueError(f"model {name!r}: finetune.base {base!r} is not in `models:`")
             if "finetune" in models[base]:
-                raise ValueError(f"model {name!r}: finetune.base {base!r} is a `finetune:` entry, one model per seed; "
-                                 "fine-tune a model that is not")
+                raise ValueError(
+                    f"model {name!r}: finetune.base {base!r} is a `finetune:` entry, one model per seed; "
+                    "fine-tune a model that is not"
+                )
             split_reference(entry["finetune"]["data"], section["datasets"], f"model {name!r}: finetune.data")
     for reference in section["evaluate"]:
         split_reference(reference, section["datasets"], "rajaee_pilehvar.evaluate")
@@ -123,8 +132,10 @@ def seed_models(config: dict) -> dict[str, dict]:
             continue
         for seed in config["rajaee_pilehvar"]["seeds"]:
             if (run := seed_model(name, seed)) in models:
-                raise ValueError(f"model {run!r} of `models:` has the name of the seed-{seed} run of `finetune:` entry "
-                                 f"{name!r}; rename one of them")
+                raise ValueError(
+                    f"model {run!r} of `models:` has the name of the seed-{seed} run of `finetune:` entry "
+                    f"{name!r}; rename one of them"
+                )
             found[run] = {**entry, "finetune": {**entry["finetune"], "seed": seed}}
     return found
 
@@ -137,8 +148,10 @@ def plan_analyses(config: dict, pairs: list[Pair]) -> list[Analysis]:
     for reference in section["evaluate"]:
         for pair in pairs:
             analyses.append(Analysis(reference, pair.pretrained, "pre-trained", seeds, pair))
-            analyses += [Analysis(reference, model, "fine-tuned", (seed,), pair)
-                         for seed, model in zip(pair.seeds, pair.finetuned_models)]
+            analyses += [
+                Analysis(reference, model, "fine-tuned", (seed,), pair)
+                for seed, model in zip(pair.seeds, pair.finetuned_models)
+            ]
         analyses += [Analysis(reference, model, "already sentence-tuned", seeds) for model in section["sentence_tuned"]]
     return analyses
 

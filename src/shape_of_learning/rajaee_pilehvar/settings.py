@@ -71,13 +71,14 @@ def remove_directions(X: np.ndarray, count: int, which: str = "top", basis: np.n
     if not 0 <= count <= X.shape[1]:
         raise ValueError(f"cannot remove {count} of {X.shape[1]} directions; choose 0 <= count <= {X.shape[1]}")
     directions = principal_directions(X) if basis is None else basis
-    removed = directions[:, :count] if which == "top" else directions[:, X.shape[1] - count:]
+    removed = directions[:, :count] if which == "top" else directions[:, X.shape[1] - count :]
     centred = zero_mean(X.astype(np.float64))
     return (centred - centred @ removed @ removed.T).astype(X.dtype)
 
 
-def cluster_remove_directions(X: np.ndarray, labels: np.ndarray, count: int, which: str = "top",
-                              bases: dict | None = None) -> np.ndarray:
+def cluster_remove_directions(
+    X: np.ndarray, labels: np.ndarray, count: int, which: str = "top", bases: dict | None = None
+) -> np.ndarray:
     """Per cluster: centre it and remove its own `count` top or least principal directions (`bases`: the
     `cluster_directions`, computed here when not given)."""
     bases = cluster_directions(X, labels) if bases is None else bases
@@ -88,8 +89,16 @@ def cluster_remove_directions(X: np.ndarray, labels: np.ndarray, count: int, whi
     return out
 
 
-def transform(X: np.ndarray, setting: str, *, labels: np.ndarray | None = None, directions: int = 12,
-              which: str = "top", basis: np.ndarray | None = None, bases: dict | None = None) -> np.ndarray:
+def transform(
+    X: np.ndarray,
+    setting: str,
+    *,
+    labels: np.ndarray | None = None,
+    directions: int = 12,
+    which: str = "top",
+    basis: np.ndarray | None = None,
+    bases: dict | None = None,
+) -> np.ndarray:
     """X under one of `SETTINGS`; the clustered ones need the k-means `labels` of X. `basis` and `bases` are the
     optional precomputed `principal_directions` of X and `cluster_directions` of its clusters."""
     if setting == "baseline":

@@ -15,13 +15,39 @@ ROW = ["dataset", "model", "state", "paper_model"]
 SPREAD_OVER_SEEDS = ["performance", "isotropy", "isotropy_notebook"]  # mean and std over seeds
 MEASURES = [*SPREAD_OVER_SEEDS, "isotropy_u_only_min", "isotropy_u_only_max"]  # the last two: mean over seeds
 SAME_FOR_EVERY_SEED = ["layer", "tokens", "texts", "pairs", "dropped_pairs", "dtype"]
-COLUMNS = [*ROW, *VARIANT, "paper_removed", "performance", "performance_std", "performance_se", "paper_performance",
-           "isotropy", "isotropy_std", "isotropy_notebook", "isotropy_notebook_std", "isotropy_u_only_min",
-           "isotropy_u_only_max", "paper_isotropy", "learned", "layer", "tokens", "texts", "pairs", "pair", "seeds",
-           "dropped_pairs", "dtype"]
+COLUMNS = [
+    *ROW,
+    *VARIANT,
+    "paper_removed",
+    "performance",
+    "performance_std",
+    "performance_se",
+    "paper_performance",
+    "isotropy",
+    "isotropy_std",
+    "isotropy_notebook",
+    "isotropy_notebook_std",
+    "isotropy_u_only_min",
+    "isotropy_u_only_max",
+    "paper_isotropy",
+    "learned",
+    "layer",
+    "tokens",
+    "texts",
+    "pairs",
+    "pair",
+    "seeds",
+    "dropped_pairs",
+    "dtype",
+]
 # the paper's names of the settings (Table 1's columns)
-SETTING_NAMES = {"baseline": "Baseline", "zero_mean": "Zero-mean", "cluster_zero_mean": "Clustering+ZM",
-                 "global": "Global", "cluster_based": "Cluster-based"}
+SETTING_NAMES = {
+    "baseline": "Baseline",
+    "zero_mean": "Zero-mean",
+    "cluster_zero_mean": "Clustering+ZM",
+    "global": "Global",
+    "cluster_based": "Cluster-based",
+}
 
 
 def paper_values() -> pd.DataFrame:
@@ -34,8 +60,15 @@ def over_seeds(results: pd.DataFrame) -> pd.DataFrame:
     the seeds, the standard deviation (ddof = 1; NaN for one seed) of each of `SPREAD_OVER_SEEDS` as `{measure}_std`,
     the standard error of the mean performance over the pairs (`spearman_se_x100`) and `seeds`, how many."""
     grouped = results.groupby(["pair", *ROW, "table", *VARIANT], dropna=False, sort=False)
-    found = pd.concat([grouped[MEASURES].mean(), grouped[SPREAD_OVER_SEEDS].std(ddof=1).add_suffix("_std"),
-                       grouped[SAME_FOR_EVERY_SEED].first(), grouped.size().rename("seeds")], axis=1).reset_index()
+    found = pd.concat(
+        [
+            grouped[MEASURES].mean(),
+            grouped[SPREAD_OVER_SEEDS].std(ddof=1).add_suffix("_std"),
+            grouped[SAME_FOR_EVERY_SEED].first(),
+            grouped.size().rename("seeds"),
+        ],
+        axis=1,
+    ).reset_index()
     return found.assign(performance_se=spearman_se_x100(found["performance"], found["pairs"]))
 
 
@@ -50,17 +83,25 @@ def comparison(results: pd.DataFrame) -> dict[int, pd.DataFrame]:
     `results` has one row per (pair, dataset, model, state, paper_model, table, setting, which, removed, seed) with
     the columns of `MEASURES` and `SAME_FOR_EVERY_SEED`; paper_model may be None (no paper values) in any row, or all.
     """
-    paper = paper_values().rename(columns={"model": "paper_model", "performance": "paper_performance",
-                                           "isotropy": "paper_isotropy", "removed": "paper_removed"})
+    paper = paper_values().rename(
+        columns={
+            "model": "paper_model",
+            "performance": "paper_performance",
+            "isotropy": "paper_isotropy",
+            "removed": "paper_removed",
+        }
+    )
     ours_over_seeds = learned(over_seeds(results).astype({"paper_model": object}))  # all None: no float column
     tables = {}
     for table in (1, 2):
-        ours = ours_over_seeds[(ours_over_seeds["table"] == table) |
-                               ((table == 2) & (ours_over_seeds["setting"] == "baseline"))]
+        ours = ours_over_seeds[
+            (ours_over_seeds["table"] == table) | ((table == 2) & (ours_over_seeds["setting"] == "baseline"))
+        ]
         ours = ours.drop(columns="table").assign(table=table)
         key = ["table", "paper_model", "state", "setting", "which", "order"]
         merged = _order(ours, "removed", ["pair", *ROW]).merge(
-            _order(paper, "paper_removed", ["paper_model", "state"]), on=key, how="left")
+            _order(paper, "paper_removed", ["paper_model", "state"]), on=key, how="left"
+        )
         tables[table] = merged[COLUMNS].reset_index(drop=True)
     return tables
 
@@ -70,7 +111,7 @@ def spearman_se_x100(performance, pairs):
     Fisher's z of a Spearman correlation is 1.06 / (n - 3) (Fieller, Hartley & Pearson 1957, Biometrika 44), carried
     back to the correlation as (1 - rho^2) sqrt(1.06 / (n - 3)). 344 pairs at rho = 0 give 5.6."""
     rho = np.asarray(performance, dtype=float) / 100
-    return 100 * (1 - rho ** 2) * np.sqrt(1.06 / (np.asarray(pairs, dtype=float) - 3))
+    return 100 * (1 - rho**2) * np.sqrt(1.06 / (np.asarray(pairs, dtype=float) - 3))
 
 
 def learned(rows: pd.DataFrame) -> pd.DataFrame:
@@ -98,8 +139,10 @@ def _order(rows: pd.DataFrame, removed: str, group: list[str]) -> pd.DataFrame:
     return rows.assign(order=order.astype(int))
 
 
-STYLE = ("table {border-collapse: collapse; font: 12px sans-serif; margin-bottom: 1.5em} "
-         "td, th {border: 1px solid #ccc; padding: 2px 6px; text-align: right} caption {text-align: left}")
+STYLE = (
+    "table {border-collapse: collapse; font: 12px sans-serif; margin-bottom: 1.5em} "
+    "td, th {border: 1px solid #ccc; padding: 2px 6px; text-align: right} caption {text-align: left}"
+)
 
 
 def render(table: pd.DataFrame, title: str) -> str:
@@ -112,9 +155,11 @@ def render(table: pd.DataFrame, title: str) -> str:
     for (dataset, pair), block in table.groupby(["dataset", "pair"], sort=False):
         dropped = block["dropped_pairs"].iloc[0]
         seeds = block.groupby(["model", "state"], sort=False)["seeds"].first()
-        caption = (f"{dataset}, {pair}: {block['pairs'].iloc[0]} pairs"
-                   f"{f' ({dropped} shared with the fine-tuning data left out)' if dropped else ''}; seeds: "
-                   + ", ".join(f"{model} ({state}) {count}" for (model, state), count in seeds.items()))
+        caption = (
+            f"{dataset}, {pair}: {block['pairs'].iloc[0]} pairs"
+            f"{f' ({dropped} shared with the fine-tuning data left out)' if dropped else ''}; seeds: "
+            + ", ".join(f"{model} ({state}) {count}" for (model, state), count in seeds.items())
+        )
         html = _settings_as_rows(block).to_html(na_rep="-", border=0)
         sections.append(html.replace("<thead>", f"<caption>{escape(caption)}</caption><thead>", 1))
     return "\n".join(sections)
@@ -123,10 +168,12 @@ def render(table: pd.DataFrame, title: str) -> str:
 def _settings_as_rows(block: pd.DataFrame) -> pd.DataFrame:
     """One block of `render`: a row per setting, the columns of `_cells` per model (state)."""
     setting = block["setting"].map(SETTING_NAMES) + [
-        (f", {which} {removed} removed" if removed else "") +
-        (f" (paper: {paper:.0f})" if pd.notna(paper) and paper != removed and which == "least" else "")
-        for which, removed, paper in zip(block["which"], block["removed"],
-                                         block.groupby(VARIANT)["paper_removed"].transform("max"))]  # any state's
+        (f", {which} {removed} removed" if removed else "")
+        + (f" (paper: {paper:.0f})" if pd.notna(paper) and paper != removed and which == "least" else "")
+        for which, removed, paper in zip(
+            block["which"], block["removed"], block.groupby(VARIANT)["paper_removed"].transform("max")
+        )
+    ]  # any state's
     cells = _cells(block)
     if block["paper_model"].isna().all():
         cells = {name: values for name, values in cells.items() if "paper" not in name}
@@ -140,19 +187,25 @@ def _settings_as_rows(block: pd.DataFrame) -> pd.DataFrame:
 def _cells(block: pd.DataFrame) -> dict[str, list[str]]:
     """The columns of a model in `render`, formatted, by header."""
     count = len(block)
-    return {"Perf.": [f"{_mean_std(mean, std, '.2f')} (SE {se:.1f})" for mean, std, se in
-                      zip(block["performance"], block["performance_std"], block["performance_se"])],
-            "Perf. (paper)": [_mean_std(value, None, ".2f") for value in block["paper_performance"]],
-            "I(W)": list(map(_mean_std, block["isotropy"], block["isotropy_std"], [".2g"] * count)),
-            "I(W), notebook": list(map(_mean_std, block["isotropy_notebook"], block["isotropy_notebook_std"],
-                                       [".2g"] * count)),
-            "I(W), one sign": [f"{low:.2g} to {high:.2g}" for low, high in
-                               zip(block["isotropy_u_only_min"], block["isotropy_u_only_max"])],
-            "I(W) (paper)": [_mean_std(value, None, ".2g") for value in block["paper_isotropy"]]}
+    return {
+        "Perf.": [
+            f"{_mean_std(mean, std, '.2f')} (SE {se:.1f})"
+            for mean, std, se in zip(block["performance"], block["performance_std"], block["performance_se"])
+        ],
+        "Perf. (paper)": [_mean_std(value, None, ".2f") for value in block["paper_performance"]],
+        "I(W)": list(map(_mean_std, block["isotropy"], block["isotropy_std"], [".2g"] * count)),
+        "I(W), notebook": list(
+            map(_mean_std, block["isotropy_notebook"], block["isotropy_notebook_std"], [".2g"] * count)
+        ),
+        "I(W), one sign": [
+            f"{low:.2g} to {high:.2g}" for low, high in zip(block["isotropy_u_only_min"], block["isotropy_u_only_max"])
+        ],
+        "I(W) (paper)": [_mean_std(value, None, ".2g") for value in block["paper_isotropy"]],
+    }
 
 
 def _mean_std(mean: float, std: float | None, spec: str) -> str:
-    """"74.57 ± 1.20" ("74.57" without a std, as for one seed or the paper's value; "-" where there is no value)."""
+    """ "74.57 ± 1.20" ("74.57" without a std, as for one seed or the paper's value; "-" where there is no value)."""
     if pd.isna(mean):
         return "-"
     return f"{mean:{spec}}" if std is None or pd.isna(std) else f"{mean:{spec}} ± {std:{spec}}"
@@ -160,6 +213,9 @@ def _mean_std(mean: float, std: float | None, spec: str) -> str:
 
 def document(*sections: str, title: str = f"{CITATION}: Tables 1-2", style: str = "") -> str:
     """An HTML page of `sections` in the report's table style, with `style` added (the claims page uses it too)."""
-    return f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{escape(title)}</title>" \
-        f"<style>{' '.join(filter(None, (STYLE, style)))}</style></head><body>\n" + "\n".join(sections) + \
-        "\n</body></html>\n"
+    return (
+        f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{escape(title)}</title>"
+        f"<style>{' '.join(filter(None, (STYLE, style)))}</style></head><body>\n"
+        + "\n".join(sections)
+        + "\n</body></html>\n"
+    )

@@ -50,10 +50,43 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 # The .gitattributes the Hub writes into a new model repository: what it stores with Git LFS
-LFS_PATTERNS = ("*.7z", "*.arrow", "*.bin", "*.bz2", "*.ckpt", "*.ftz", "*.gz", "*.h5", "*.joblib", "*.lfs.*",
-                "*.mlmodel", "*.model", "*.msgpack", "*.npy", "*.npz", "*.onnx", "*.ot", "*.parquet", "*.pb",
-                "*.pickle", "*.pkl", "*.pt", "*.pth", "*.rar", "*.safetensors", "saved_model/*", "*.tar.*", "*.tar",
-                "*.tflite", "*.tgz", "*.wasm", "*.xz", "*.zip", "*.zst", "*tfevents*")
+LFS_PATTERNS = (
+    "*.7z",
+    "*.arrow",
+    "*.bin",
+    "*.bz2",
+    "*.ckpt",
+    "*.ftz",
+    "*.gz",
+    "*.h5",
+    "*.joblib",
+    "*.lfs.*",
+    "*.mlmodel",
+    "*.model",
+    "*.msgpack",
+    "*.npy",
+    "*.npz",
+    "*.onnx",
+    "*.ot",
+    "*.parquet",
+    "*.pb",
+    "*.pickle",
+    "*.pkl",
+    "*.pt",
+    "*.pth",
+    "*.rar",
+    "*.safetensors",
+    "saved_model/*",
+    "*.tar.*",
+    "*.tar",
+    "*.tflite",
+    "*.tgz",
+    "*.wasm",
+    "*.xz",
+    "*.zip",
+    "*.zst",
+    "*tfevents*",
+)
 CHUNK = 1 << 20
 _RESOLVE = re.compile(r"/(?P<repo>[^/]+/[^/]+)/resolve/(?P<revision>[^/]+)/(?P<path>.+)")
 _API = re.compile(r"/api/models/(?P<repo>[^/]+/[^/]+)(?:/(?P<refs>refs)|/revision/(?P<revision>[^/]+))?/?")
@@ -126,8 +159,15 @@ class HubFolder:
         found = []
         for file in sorted(path for path in folder.rglob("*") if path.is_file()):
             path = file.relative_to(folder).as_posix()
-            found.append(Entry(path, file, file.stat().st_size, self._sha256(file),
-                               any(fnmatch.fnmatch(path, pattern) for pattern in LFS_PATTERNS)))
+            found.append(
+                Entry(
+                    path,
+                    file,
+                    file.stat().st_size,
+                    self._sha256(file),
+                    any(fnmatch.fnmatch(path, pattern) for pattern in LFS_PATTERNS),
+                )
+            )
         return found
 
     def commit(self, repo: str, branch: str) -> str:
@@ -256,19 +296,35 @@ class _HubHandler(BaseHTTPRequestHandler):
         if folder.repository(repo) is None:
             raise HubError(404, "RepoNotFound", f"Repository not found: {repo}")
         if match["refs"]:
-            branches = [{"name": name, "ref": f"refs/heads/{name}", "targetCommit": sha}
-                        for name, sha in folder.branches(repo).items()]
+            branches = [
+                {"name": name, "ref": f"refs/heads/{name}", "targetCommit": sha}
+                for name, sha in folder.branches(repo).items()
+            ]
             return self._json({"branches": branches, "converts": [], "tags": [], "pullRequests": []})
         revision = unquote(match["revision"] or "main")
         branch = folder.branch_of(repo, revision)
         if branch is None:
             raise HubError(404, "RevisionNotFound", f"Invalid rev id: {revision}")
         metadata = "blobs=true" in query.lower()
-        siblings = [{"rfilename": entry.path} | (_file_metadata(entry) if metadata else {})
-                    for entry in folder.entries(repo, branch)]
-        return self._json({"_id": repo, "id": repo, "modelId": repo, "sha": folder.commit(repo, branch),
-                           "private": False, "gated": "manual" if folder.gated(repo) else False, "disabled": False,
-                           "siblings": siblings, "tags": [], "downloads": 0, "likes": 0})
+        siblings = [
+            {"rfilename": entry.path} | (_file_metadata(entry) if metadata else {})
+            for entry in folder.entries(repo, branch)
+        ]
+        return self._json(
+            {
+                "_id": repo,
+                "id": repo,
+                "modelId": repo,
+                "sha": folder.commit(repo, branch),
+                "private": False,
+                "gated": "manual" if folder.gated(repo) else False,
+                "disabled": False,
+                "siblings": siblings,
+                "tags": [],
+                "downloads": 0,
+                "likes": 0,
+            }
+        )
 
     def _resolve(self, match: re.Match, body: bool, drop_after: int | None) -> int:
         repo, revision = match["repo"], unquote(match["revision"])
@@ -286,8 +342,13 @@ class _HubHandler(BaseHTTPRequestHandler):
         start, end = _byte_range(self.headers.get("Range"), entry.size)
         status = HTTPStatus.PARTIAL_CONTENT if self.headers.get("Range") else HTTPStatus.OK
         etag = entry.sha256 if entry.lfs else entry.blob_id
-        headers = {"X-Repo-Commit": commit, "ETag": f'"{etag}"', "Accept-Ranges": "bytes",
-                   "Content-Length": str(end - start), "Content-Type": "application/octet-stream"}
+        headers = {
+            "X-Repo-Commit": commit,
+            "ETag": f'"{etag}"',
+            "Accept-Ranges": "bytes",
+            "Content-Length": str(end - start),
+            "Content-Type": "application/octet-stream",
+        }
         if entry.lfs:
             headers |= {"X-Linked-Etag": f'"{entry.sha256}"', "X-Linked-Size": str(entry.size)}
         if status == HTTPStatus.PARTIAL_CONTENT:
@@ -302,11 +363,20 @@ class _HubHandler(BaseHTTPRequestHandler):
             return
         token = (self.headers.get("Authorization") or "").removeprefix("Bearer ").strip()
         if not token:
-            raise HubError(401, "GatedRepo", f"Access to model {repo} is restricted. You must have access to it and "
-                           "be authenticated to access it. Please log in.", commit)
+            raise HubError(
+                401,
+                "GatedRepo",
+                f"Access to model {repo} is restricted. You must have access to it and "
+                "be authenticated to access it. Please log in.",
+                commit,
+            )
         if self.hub.token is not None and token != self.hub.token:
-            raise HubError(403, "GatedRepo", f"Access to model {repo} is restricted and you are not in the "
-                           "authorized list.", commit)
+            raise HubError(
+                403,
+                "GatedRepo",
+                f"Access to model {repo} is restricted and you are not in the authorized list.",
+                commit,
+            )
 
     def _send_file(self, file: Path, start: int, end: int, drop_after: int | None) -> None:
         stop = end if drop_after is None else min(end, start + drop_after)
@@ -329,8 +399,7 @@ class _HubHandler(BaseHTTPRequestHandler):
 
     def _error(self, error: HubError) -> None:
         data = json.dumps({"error": str(error)}).encode()
-        headers = {"Content-Type": "application/json", "Content-Length": str(len(data)),
-                   "X-Error-Message": str(error)}
+        headers = {"Content-Type": "application/json", "Content-Length": str(len(data)), "X-Error-Message": str(error)}
         headers |= {"X-Error-Code": error.code} if error.code else {}
         headers |= {"X-Repo-Commit": error.commit} if error.commit else {}
         self._head(error.status, headers)
@@ -383,8 +452,9 @@ def add_branch(root: Path, repo: str, branch: str, files: dict[str, bytes | Path
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m shape_of_learning.rehearsal.local_hub",
-                                     description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m shape_of_learning.rehearsal.local_hub", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("root", type=Path, help="the hub folder: <owner>/<name>/revisions/<branch>/<files>")
     parser.add_argument("--port", type=int, default=8088, help="port on 127.0.0.1 (0: a free one)")
     parser.add_argument("--faults", type=Path, help="a JSON list of faults to inject (see Fault)")
@@ -393,8 +463,11 @@ def main(argv=None) -> int:
     if not args.root.is_dir():
         parser.error(f"{args.root} is not a folder")
     hub = LocalHub(args.root, args.port, read_faults(args.faults) if args.faults else [], args.token)
-    print(f"serving {args.root} at {hub.endpoint}: export HF_ENDPOINT={hub.endpoint}"
-          + (f" ({len(hub.faults)} faults: {[asdict(f) for f in hub.faults]})" if hub.faults else ""), flush=True)
+    print(
+        f"serving {args.root} at {hub.endpoint}: export HF_ENDPOINT={hub.endpoint}"
+        + (f" ({len(hub.faults)} faults: {[asdict(f) for f in hub.faults]})" if hub.faults else ""),
+        flush=True,
+    )
     try:
         hub.serve_forever()
     except KeyboardInterrupt:
