@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import transformers
 import yaml
 from huggingface_hub import constants
 from safetensors.numpy import save_file
@@ -210,6 +211,23 @@ def test_locks_and_local_folders_refine_the_table_and_what_none_knows_stays_unkn
     (folder / "config.json").write_text(json.dumps({"vocab_size": 10, "hidden_size": 4}))
     assert model_sizes.local(folder) == ModelSize(56, 56 - 40, (folder / "model.safetensors").stat().st_size, 4)
     assert model_sizes.local(offline / "not-trained-yet") is None
+
+
+def test_the_table_s_counts_are_those_of_the_models_built_from_their_published_configs():
+    """T5, ByT5, Pythia, GPT-2 and BERT built on the meta device from their config.json's fields (tests/data, each
+    with its source): the table's parameters and forward parameters, T5's tied embedding left out once."""
+    published = json.loads((REPO / "tests/data/model_configs.json").read_text())
+    for hub_id, spec in ((key, value) for key, value in published.items() if not key.startswith("_")):
+        fields = dict(spec["config"])
+        config = transformers.AutoConfig.for_model(fields.pop("model_type"), **fields)
+        row = model_sizes.table()[hub_id]
+        assert model_sizes.counted(spec["architecture"], spec["body"], config) == (
+            row.parameters,
+            row.forward_parameters,
+        ), hub_id
+    t5 = published["google-t5/t5-base"]["config"]  # the encoder's 12 blocks and final norm, by hand
+    d, ff = t5["d_model"], t5["d_ff"]
+    assert model_sizes.table()["google-t5/t5-base"].forward_parameters == 12 * (4 * d * d + 2 * d * ff + 2 * d) + d
 
 
 def test_the_committed_table_sizes_every_configured_hub_model_offline(tmp_path, monkeypatch):

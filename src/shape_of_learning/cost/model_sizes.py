@@ -70,6 +70,29 @@ def of(model: str, models: dict[str, dict], checkpoints: dict[str, list]) -> Mod
     return size
 
 
+def counted(architecture: str, body: str, config) -> tuple[int, int]:
+    """The table's `parameters` and `forward_parameters` of a transformers `config`, built on torch's meta device (no
+    memory, no download): every parameter of the checkpoint's `architecture` (a transformers class name, as its
+    config.json's `architectures` names it); and those of the `body` the extraction runs (T5EncoderModel for T5 and
+    ByT5: the encoder alone), every embedding table left out once, a table two modules share (T5's `shared` and
+    its encoder's `embed_tokens`) counted once. ALBERT's layer, shared across its depth, is counted once here; the
+    table counts it at each use."""
+    import torch
+    import transformers
+
+    with torch.device("meta"):
+        full = getattr(transformers, architecture)(config)
+        options = {"add_pooling_layer": False} if body in ("BertModel", "RobertaModel") else {}  # as their LM heads
+        runs = getattr(transformers, body)(config, **options)
+    tables = {
+        id(p): p.numel()
+        for module in runs.modules()
+        if isinstance(module, torch.nn.Embedding)
+        for p in module.parameters(recurse=False)
+    }
+    return (sum(p.numel() for p in full.parameters()), sum(p.numel() for p in runs.parameters()) - sum(tables.values()))
+
+
 def local(folder: Path) -> ModelSize | None:
     """A model directory's sizes from the headers of its safetensors files (every tensor's shape; their bytes on
     disk): parameters, and forward parameters less the token-embedding table (vocab_size x hidden size of its
