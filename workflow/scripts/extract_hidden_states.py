@@ -15,7 +15,10 @@ from shape_of_learning.models.pinning import read_lock
 with job_logging(snakemake):
     network.go_offline()  # the download job put every file it reads into the HF cache (models.download)
     job = f"{snakemake.wildcards.model}/{snakemake.wildcards.checkpoint}"
-    if os.environ.get(FAIL_FIRST_ATTEMPT_VARIABLE) == job and snakemake.attempt == 1:
+    # a mark beside the log, on the shared filesystem, where the retry on any node sees it
+    failed_once = Path(snakemake.log[0]).with_suffix(".failed-once")
+    if os.environ.get(FAIL_FIRST_ATTEMPT_VARIABLE) == job and not failed_once.exists():
+        failed_once.touch()
         raise RuntimeError(f"{job}: failed on its first attempt, as {FAIL_FIRST_ATTEMPT_VARIABLE} asks (a test switch)")
     entry = snakemake.config["models"][snakemake.wildcards.model]
     options = snakemake.config["extraction"]
