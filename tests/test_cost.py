@@ -78,12 +78,12 @@ def offline(tmp_path, monkeypatch):
     return tmp_path
 
 
-def estimate(config: dict, devices: int | None = None) -> cost.Cost:
+def estimate(config: dict, devices: int | None = None, cluster: bool = False) -> cost.Cost:
     experiment = plan(config)
     found = disk.volumes(
         experiment.checkpoints, experiment.models, experiment.tokens_per_layer, config["extraction"]["store_dtype"]
     )
-    return cost.estimate(experiment, found, config, devices)
+    return cost.estimate(experiment, found, config, devices, cluster)
 
 
 def test_two_models_cost_what_the_hand_computation_says(offline):
@@ -160,6 +160,22 @@ def test_wall_time_is_never_below_the_download_over_the_configured_link(offline)
     assert run.terms["downloading"].known == pytest.approx(9e6 / 1e4)
     assert run.total.known == pytest.approx(201.456 + 69.864)  # the device time does not include it
     assert run.wall(1).known == run.wall(64).known == pytest.approx(900)
+
+
+def test_on_a_cluster_each_checkpoint_s_job_waits_its_submission_on_its_device(offline):
+    """4 submissions (a's 2 checkpoints, b's and its baseline) at 100 s each: 400 s beside 271.32 s of device time,
+    shared by the devices; the longest job waits its own; the device-hours are unchanged and a workstation pays none."""
+    total = 201.456 + 69.864
+    run = estimate(two_models(gpus=2, submission_s=100), cluster=True)
+    assert run.submissions == 4 and run.total.known == pytest.approx(total)
+    assert run.wall(1).known == pytest.approx(total + 400) and run.wall(2).known == pytest.approx((total + 400) / 2)
+    longest = 4 + 4096 * 2 * 2000 / 2e6 + 4096 * 4 * 200 * 2 / 1e5 + 10
+    assert run.wall(64).known == pytest.approx(longest + 100)
+    assert "on a cluster: 4 submissions, each 2 min before its job starts" in cost.summary(run, two_models())
+    workstation = estimate(two_models(gpus=2, submission_s=100))
+    assert workstation.wall(2).known == pytest.approx(total / 2) and "submissions" not in cost.summary(
+        workstation, two_models()
+    )
 
 
 def test_one_metrics_job_per_checkpoint_pays_each_start_up_once(offline):

@@ -87,12 +87,19 @@ class PlannedJobs(logging.Handler):
         self.planned = self.planned or getattr(record, "event", None) == LogEvent.RUN_INFO
 
 
+def submits_jobs():
+    """Whether this run's jobs go to a cluster. A dry run executes through Snakemake's own dry-run executor, which
+    runs locally: there the intended executor shows in `use_threads`, which Snakemake sets for a non-local one."""
+    return not workflow.local_exec or (DRY_RUN and workflow.execution_settings.use_threads)
+
+
 def print_cost_of_planned_jobs(watch):
     """The dry run's last words: the disk, download and cost of the extractions it planned (cost.report)."""
     if watch.planned and workflow.dag is not None:
         extractions = {(job.wildcards.model, job.wildcards.checkpoint) for job in workflow.dag.jobs
                        if job.rule.name == "extract_hidden_states"}
-        print(dry_run_report(EXPERIMENT.restricted_to(extractions), config), file=sys.stderr)
+        print(dry_run_report(EXPERIMENT.restricted_to(extractions), config, cluster=submits_jobs()),
+              file=sys.stderr)
 
 
 if DRY_RUN and workflow.is_main_process:
