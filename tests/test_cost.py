@@ -153,6 +153,19 @@ def test_a_cluster_job_asks_for_its_predicted_time_three_times_over_and_never_le
     assert cost.runtime_min("c", plan(validate_config(config)), config, "extraction") == 15
 
 
+def test_a_cluster_job_asks_its_node_for_the_disk_of_its_checkpoint_s_shards(offline, monkeypatch):
+    """a's shards: 4096 tokens x 4 states x width 200 x 2 bytes = 6.5536 MB, 1.25 times over: 9 MB once the default
+    floor is lowered; a model of unknown size gets the default."""
+    config = two_models()
+    monkeypatch.setattr(cost, "SCRATCH_DEFAULT_MB", 1)
+    assert cost.scratch_mb("a", plan(config), config) == 9
+    monkeypatch.setattr(cost, "SCRATCH_DEFAULT_MB", 4000)
+    assert cost.scratch_mb("a", plan(config), config) == 4000
+    config["models"]["c"] = {**config["models"]["b"], "hub_id": "org/unlisted"}
+    monkeypatch.setattr(cost, "SCRATCH_DEFAULT_MB", 1)
+    assert cost.scratch_mb("c", plan(validate_config(config)), config) == 1
+
+
 def test_wall_time_is_never_below_the_download_over_the_configured_link(offline):
     """The download jobs fetch every checkpoint over one link while the devices work: at 0.01 MB/s, a's 8 MB and b's
     1 MB take 900 s, longer than any packing of the 271 s of device time."""
@@ -364,6 +377,15 @@ def test_a_cluster_run_requests_each_extraction_the_host_memory_of_its_model(tmp
         for job in (dry.stdout + dry.stderr).split("rule extract_hidden_states:")[1:]
     }
     assert limits and min(limits) >= cost.RUNTIME_FLOOR_MIN and 120 not in limits
+    # its node's disk: its shards' on the node's scratch, the same request for its metrics (one group job)
+    config, listing = load_config(REPO / "config.yaml"), dry.stdout + dry.stderr
+    for rule in ("extract_hidden_states", "measure_layers"):
+        tmp = {}
+        for job in listing.split(f"rule {rule}:")[1:]:
+            model = re.search(r"wildcards: model=([^,\s]+)", job).group(1)
+            tmp[model] = int(re.search(r"resources: .*\bslurm_extra=--tmp=(\d+)M", job).group(1))
+        assert tmp["llama-2-13b"] == cost.scratch_mb("llama-2-13b", plan(config), config) > 10_000
+        assert tmp["pythia-70m"] == cost.SCRATCH_DEFAULT_MB < tmp["pythia-2.8b"] < tmp["llama-2-13b"]
 
 
 @pytest.mark.slow

@@ -160,6 +160,16 @@ SCRATCH = shards_scratch(config)
 SHARDS = paths.shards(scratch=SCRATCH)
 
 
+@functools.cache
+def node_disk_request(model):
+    """SLURM's --tmp of a checkpoint's group job (the extraction's and its metrics' `slurm_extra`, which a group's
+    jobs must share): the node's local disk its shards take (cost.device_time.scratch_mb), where they go to a
+    node-local `scratch`; none where they stay on the shared filesystem."""
+    if SCRATCH is None or config["extraction"]["keep_embeddings"]:
+        return ""
+    return f"--tmp={device_time.scratch_mb(model, EXPERIMENT, config)}M"
+
+
 def shards_stay_on_the_nodes(wildcards):
     """No input: an extraction's check, where Snakemake plans and knows its executor, that a run on a cluster's nodes
     keeps the shards off the shared filesystem. A `--config` on the command line replaces the profile's `config:`,

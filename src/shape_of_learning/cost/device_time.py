@@ -152,6 +152,24 @@ def host_memory(size: ModelSize | None, entry: dict, dtype: str, tokens: int, st
     return HOST_BASE_BYTES + int(weights) + shard_bytes(tokens, entry["layers"], size.hidden_size or 0, store_dtype)
 
 
+# A checkpoint's shards on its node's scratch (SLURM's --tmp): their predicted bytes with room for the files' own
+# overhead; a model whose size nothing knows (one the pipeline trains) gets the default, a base model's with room.
+SCRATCH_MARGIN = 1.25
+SCRATCH_DEFAULT_MB = 4000
+
+
+def scratch_mb(model: str, experiment: Experiment, config: dict) -> int:
+    """What a checkpoint's group job of `model` requests of its node's local disk, in MB: its shards, every layer's
+    hidden states in `extraction.store_dtype` (`disk.shard_bytes`), SCRATCH_MARGIN times over, at least
+    SCRATCH_DEFAULT_MB; SCRATCH_DEFAULT_MB where the model's width is unknown."""
+    size = model_sizes.of(model, experiment.models, experiment.checkpoints)
+    if size is None or size.hidden_size is None:
+        return SCRATCH_DEFAULT_MB
+    layers, store_dtype = experiment.models[model]["layers"], config["extraction"]["store_dtype"]
+    shards = shard_bytes(experiment.tokens_per_layer, layers, size.hidden_size, store_dtype)
+    return max(SCRATCH_DEFAULT_MB, -(-int(SCRATCH_MARGIN * shards) // 10**6))
+
+
 def extraction_mem_mb(model: str, experiment: Experiment, config: dict) -> int:
     """What an extraction job of `model` requests of its node's memory (the rule's `mem_mb`, SLURM's --mem):
     `host_memory` in MB, the forward dtype as `cost.calibration`'s device runs it."""
