@@ -166,6 +166,18 @@ def test_a_cluster_job_asks_its_node_for_the_disk_of_its_checkpoint_s_shards(off
     assert cost.scratch_mb("c", plan(validate_config(config)), config) == 1
 
 
+def test_only_a_model_larger_than_the_ordinary_cards_asks_for_the_larger_ones(offline):
+    """a's extraction in float32: 3000 parameters and 8 x 512 tokens x width 200 x (4 states + 4) = 6.5566e6 values,
+    26.2 MB: above 0.02 GB, below 0.03 GB; nothing asked where no constraint is configured, or the size is unknown."""
+    config = two_models()
+    assert cost.large_gpu_constraint("a", plan(config), config) is None
+    for gb, expected in ((0.03, None), (0.02, "gpu80")):
+        config["large_gpu"] = {"gb": gb, "constraint": "gpu80"}
+        assert cost.large_gpu_constraint("a", plan(config), config) == expected
+    config["models"]["c"] = {**config["models"]["b"], "hub_id": "org/unlisted"}
+    assert cost.large_gpu_constraint("c", plan(validate_config(config)), config) is None
+
+
 def test_wall_time_is_never_below_the_download_over_the_configured_link(offline):
     """The download jobs fetch every checkpoint over one link while the devices work: at 0.01 MB/s, a's 8 MB and b's
     1 MB take 900 s, longer than any packing of the 271 s of device time."""
@@ -346,17 +358,21 @@ def test_the_paper_dry_run_prints_the_cost_offline_on_a_fresh_clone(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_cluster_run_requests_each_extraction_the_host_memory_of_its_model(tmp_path):
+def test_a_cluster_run_requests_each_checkpoint_the_memory_time_disk_and_gpu_of_its_model(tmp_path):
     """Through profiles/slurm, an extraction's --mem follows its model (`cost.extraction_mem_mb`): a 13B model's float32
-    weights alone are 52 GB, more than any flat request for every extraction should be."""
+    weights alone are 52 GB, more than any flat request for every extraction should be; so do its --time, its --tmp
+    and its GPU type, and a failed or preempted job runs again (the profile's retries, requeue)."""
+    profile = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())
+    assert profile["retries"] >= 1 and profile["slurm-requeue"] is True
     env = {
         **os.environ,
         "HF_HUB_OFFLINE": "1",
         "HF_HUB_CACHE": str(tmp_path / "empty-cache"),
         "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
     }
-    dry = subprocess.run(
-        [SNAKEMAKE, "--profile", "profiles/slurm", "--directory", tmp_path, "-n"],
+    dry = subprocess.run(  # the larger cards' feature given as a user gives it, scratch repeated (docs/cluster.md)
+        [SNAKEMAKE, "--profile", "profiles/slurm", "--directory", tmp_path, "-n", "--config", "scratch=/tmp"]
+        + ["large_gpu={constraint: a100_80gb}"],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -386,6 +402,14 @@ def test_a_cluster_run_requests_each_extraction_the_host_memory_of_its_model(tmp
             tmp[model] = int(re.search(r"resources: .*\bslurm_extra=--tmp=(\d+)M", job).group(1))
         assert tmp["llama-2-13b"] == cost.scratch_mb("llama-2-13b", plan(config), config) > 10_000
         assert tmp["pythia-70m"] == cost.SCRATCH_DEFAULT_MB < tmp["pythia-2.8b"] < tmp["llama-2-13b"]
+    # the 80 GB cards for the 13B models, and for them only
+    for rule in ("extract_hidden_states", "measure_layers"):
+        large = {
+            re.search(r"wildcards: model=([^,\s]+)", job).group(1)
+            for job in listing.split(f"rule {rule}:")[1:]
+            if "constraint=a100_80gb," in re.search(r"resources: .*", job).group(0)  # its own, the chunk's first
+        }
+        assert large == {"opt-13b", "llama-2-13b"}
 
 
 @pytest.mark.slow

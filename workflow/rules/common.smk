@@ -161,6 +161,13 @@ SHARDS = paths.shards(scratch=SCRATCH)
 
 
 @functools.cache
+def gpu_type_request(model):
+    """SLURM's -C of a checkpoint's group job (a group's jobs must share it): the larger cards' feature for a model
+    that needs them (cost.device_time.large_gpu_constraint), none otherwise."""
+    return device_time.large_gpu_constraint(model, EXPERIMENT, config)
+
+
+@functools.cache
 def node_disk_request(model):
     """SLURM's --tmp of a checkpoint's group job (the extraction's and its metrics' `slurm_extra`, which a group's
     jobs must share): the node's local disk its shards take (cost.device_time.scratch_mb), where they go to a

@@ -179,6 +179,18 @@ def extraction_mem_mb(model: str, experiment: Experiment, config: dict) -> int:
     return -(-host_memory(size, entry, dtype, experiment.tokens_per_layer, extraction["store_dtype"]) // 10**6)
 
 
+def large_gpu_constraint(model: str, experiment: Experiment, config: dict) -> str | None:
+    """The GPU type `model`'s extraction asks a cluster for (SLURM's -C): config large_gpu.constraint where its
+    `gpu_memory` exceeds large_gpu.gb, else none (also where its size is unknown, or no constraint is configured)."""
+    entry, large = experiment.models[model], config["large_gpu"]
+    dtype = forward_dtype(entry, config["extraction"], CALIBRATIONS[config["cost"]["calibration"]])
+    size = model_sizes.of(model, experiment.models, experiment.checkpoints)
+    if "constraint" not in large or size is None or size.hidden_size is None:
+        return None
+    needed = gpu_memory(size.parameters, size.hidden_size, entry, dtype)
+    return large["constraint"] if needed > large["gb"] * 1e9 else None
+
+
 # A cluster job's time limit (SLURM's --time): the predicted time this many times over, for a slower node than the
 # calibration's and a loaded filesystem; never under the floor, which also stands for a model whose size nothing knows.
 RUNTIME_MARGIN = 3
