@@ -78,12 +78,12 @@ def offline(tmp_path, monkeypatch):
     return tmp_path
 
 
-def estimate(config: dict, devices: int | None = None) -> cost.Cost:
+def estimate(config: dict, devices: int | None = None, cluster: bool = False) -> cost.Cost:
     experiment = plan(config)
     found = disk.volumes(
         experiment.checkpoints, experiment.models, experiment.tokens_per_layer, config["extraction"]["store_dtype"]
     )
-    return cost.estimate(experiment, found, config, devices)
+    return cost.estimate(experiment, found, config, devices, cluster)
 
 
 def test_two_models_cost_what_the_hand_computation_says(offline):
@@ -153,6 +153,31 @@ def test_a_cluster_job_asks_for_its_predicted_time_three_times_over_and_never_le
     assert cost.runtime_min("c", plan(validate_config(config)), config, "extraction") == 15
 
 
+def test_a_cluster_job_asks_its_node_for_the_disk_of_its_checkpoint_s_shards(offline, monkeypatch):
+    """a's shards: 4096 tokens x 4 states x width 200 x 2 bytes = 6.5536 MB, 1.25 times over: 9 MB once the default
+    floor is lowered; a model of unknown size gets the default."""
+    config = two_models()
+    monkeypatch.setattr(cost, "SCRATCH_DEFAULT_MB", 1)
+    assert cost.scratch_mb("a", plan(config), config) == 9
+    monkeypatch.setattr(cost, "SCRATCH_DEFAULT_MB", 4000)
+    assert cost.scratch_mb("a", plan(config), config) == 4000
+    config["models"]["c"] = {**config["models"]["b"], "hub_id": "org/unlisted"}
+    monkeypatch.setattr(cost, "SCRATCH_DEFAULT_MB", 1)
+    assert cost.scratch_mb("c", plan(validate_config(config)), config) == 1
+
+
+def test_only_a_model_larger_than_the_ordinary_cards_asks_for_the_larger_ones(offline):
+    """a's extraction in float32: 3000 parameters and 8 x 512 tokens x width 200 x (4 states + 4) = 6.5566e6 values,
+    26.2 MB: above 0.02 GB, below 0.03 GB; nothing asked where no constraint is configured, or the size is unknown."""
+    config = two_models()
+    assert cost.large_gpu_constraint("a", plan(config), config) is None
+    for gb, expected in ((0.03, None), (0.02, "gpu80")):
+        config["large_gpu"] = {"gb": gb, "constraint": "gpu80"}
+        assert cost.large_gpu_constraint("a", plan(config), config) == expected
+    config["models"]["c"] = {**config["models"]["b"], "hub_id": "org/unlisted"}
+    assert cost.large_gpu_constraint("c", plan(validate_config(config)), config) is None
+
+
 def test_wall_time_is_never_below_the_download_over_the_configured_link(offline):
     """The download jobs fetch every checkpoint over one link while the devices work: at 0.01 MB/s, a's 8 MB and b's
     1 MB take 900 s, longer than any packing of the 271 s of device time."""
@@ -160,6 +185,22 @@ def test_wall_time_is_never_below_the_download_over_the_configured_link(offline)
     assert run.terms["downloading"].known == pytest.approx(9e6 / 1e4)
     assert run.total.known == pytest.approx(201.456 + 69.864)  # the device time does not include it
     assert run.wall(1).known == run.wall(64).known == pytest.approx(900)
+
+
+def test_on_a_cluster_each_checkpoint_s_job_waits_its_submission_on_its_device(offline):
+    """4 submissions (a's 2 checkpoints, b's and its baseline) at 100 s each: 400 s beside 271.32 s of device time,
+    shared by the devices; the longest job waits its own; the device-hours are unchanged and a workstation pays none."""
+    total = 201.456 + 69.864
+    run = estimate(two_models(gpus=2, submission_s=100), cluster=True)
+    assert run.submissions == 4 and run.total.known == pytest.approx(total)
+    assert run.wall(1).known == pytest.approx(total + 400) and run.wall(2).known == pytest.approx((total + 400) / 2)
+    longest = 4 + 4096 * 2 * 2000 / 2e6 + 4096 * 4 * 200 * 2 / 1e5 + 10
+    assert run.wall(64).known == pytest.approx(longest + 100)
+    assert "on a cluster: 4 submissions, each 2 min before its job starts" in cost.summary(run, two_models())
+    workstation = estimate(two_models(gpus=2, submission_s=100))
+    assert workstation.wall(2).known == pytest.approx(total / 2) and "submissions" not in cost.summary(
+        workstation, two_models()
+    )
 
 
 def test_one_metrics_job_per_checkpoint_pays_each_start_up_once(offline):
@@ -317,17 +358,21 @@ def test_the_paper_dry_run_prints_the_cost_offline_on_a_fresh_clone(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_cluster_run_requests_each_extraction_the_host_memory_of_its_model(tmp_path):
+def test_a_cluster_run_requests_each_checkpoint_the_memory_time_disk_and_gpu_of_its_model(tmp_path):
     """Through profiles/slurm, an extraction's --mem follows its model (`cost.extraction_mem_mb`): a 13B model's float32
-    weights alone are 52 GB, more than any flat request for every extraction should be."""
+    weights alone are 52 GB, more than any flat request for every extraction should be; so do its --time, its --tmp
+    and its GPU type, and a failed or preempted job runs again (the profile's retries, requeue)."""
+    profile = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())
+    assert profile["retries"] >= 1 and profile["slurm-requeue"] is True
     env = {
         **os.environ,
         "HF_HUB_OFFLINE": "1",
         "HF_HUB_CACHE": str(tmp_path / "empty-cache"),
         "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
     }
-    dry = subprocess.run(
-        [SNAKEMAKE, "--profile", "profiles/slurm", "--directory", tmp_path, "-n"],
+    dry = subprocess.run(  # the larger cards' feature given as a user gives it, scratch repeated (docs/cluster.md)
+        [SNAKEMAKE, "--profile", "profiles/slurm", "--directory", tmp_path, "-n", "--config", "scratch=/tmp"]
+        + ["large_gpu={constraint: a100_80gb}"],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -348,6 +393,23 @@ def test_a_cluster_run_requests_each_extraction_the_host_memory_of_its_model(tmp
         for job in (dry.stdout + dry.stderr).split("rule extract_hidden_states:")[1:]
     }
     assert limits and min(limits) >= cost.RUNTIME_FLOOR_MIN and 120 not in limits
+    # its node's disk: its shards' on the node's scratch, the same request for its metrics (one group job)
+    config, listing = load_config(REPO / "config.yaml"), dry.stdout + dry.stderr
+    for rule in ("extract_hidden_states", "measure_layers"):
+        tmp = {}
+        for job in listing.split(f"rule {rule}:")[1:]:
+            model = re.search(r"wildcards: model=([^,\s]+)", job).group(1)
+            tmp[model] = int(re.search(r"resources: .*\bslurm_extra=--tmp=(\d+)M", job).group(1))
+        assert tmp["llama-2-13b"] == cost.scratch_mb("llama-2-13b", plan(config), config) > 10_000
+        assert tmp["pythia-70m"] == cost.SCRATCH_DEFAULT_MB < tmp["pythia-2.8b"] < tmp["llama-2-13b"]
+    # the 80 GB cards for the 13B models, and for them only
+    for rule in ("extract_hidden_states", "measure_layers"):
+        large = {
+            re.search(r"wildcards: model=([^,\s]+)", job).group(1)
+            for job in listing.split(f"rule {rule}:")[1:]
+            if "constraint=a100_80gb," in re.search(r"resources: .*", job).group(0)  # its own, the chunk's first
+        }
+        assert large == {"opt-13b", "llama-2-13b"}
 
 
 @pytest.mark.slow

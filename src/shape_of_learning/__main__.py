@@ -2,7 +2,7 @@
 
     python -m shape_of_learning verify presets/demo.yaml [presets/ci.yaml] [--directory WORKDIR]
     python -m shape_of_learning disk config.yaml [--hub] [--directory WORKDIR]
-    python -m shape_of_learning cost config.yaml [--gpus N] [--hub] [--directory WORKDIR]
+    python -m shape_of_learning cost config.yaml [--gpus N] [--cluster] [--hub] [--directory WORKDIR]
     python -m shape_of_learning refs pythia-1b [--configfile config.yaml] [--snippet]
     python -m shape_of_learning refs --repo EleutherAI/pythia-1b
     python -m shape_of_learning path REPORT presets/demo.yaml [presets/ci.yaml]
@@ -104,7 +104,7 @@ def cost(args) -> int:
     config, experiment, found = _volumes(args)
     from shape_of_learning.cost import device_time
 
-    estimate = device_time.estimate(experiment, found, config, args.gpus)
+    estimate = device_time.estimate(experiment, found, config, args.gpus, cluster=args.cluster)
     print(device_time.table(estimate))
     print(device_time.summary(estimate, config))
     return 0
@@ -172,6 +172,9 @@ def main(argv=None) -> int:
     command.add_argument("configfiles", type=Path, nargs="+", help="config or presets (later ones override)")
     command.add_argument("--directory", type=Path, default=Path("."), help="the run's working directory")
     command.add_argument("--gpus", type=int, default=None, help="devices for the wall time (default: cost.gpus)")
+    command.add_argument(
+        "--cluster", action="store_true", help="each checkpoint's job submitted to a cluster (cost.submission_s)"
+    )
     command.add_argument(
         "--hub",
         action="store_true",

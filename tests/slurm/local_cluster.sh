@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A one-node SLURM cluster on this machine (Debian's slurm-wlm + munge), with two fake GPUs so `--gpus=1` jobs
-# schedule, two at once, a disk of its own for scratch (a tmpfs: not the working directory's filesystem), and each job
-# bound to the CPUs it was allocated (task/affinity), as a cluster's cgroups hold it: a job step's Snakemake, run with
+# schedule, two at once, a disk of its own for scratch (a 4 GB tmpfs, the node's TmpDisk that jobs' --tmp is checked
+# against; not the working directory's filesystem), and each job bound to the CPUs it was allocated (task/affinity), as
+# a cluster's cgroups hold it: a job step's Snakemake, run with
 # `--cores all`, then runs a group job's members one at a time on a one-CPU allocation, not side by side.
 # Usage: local_cluster.sh start | stop | scratch (prints the scratch folder). Needs root. Facts and pitfalls:
 # docs/cluster.md.
@@ -49,7 +50,8 @@ SlurmdParameters=config_overrides
 SchedulerType=sched/builtin
 SchedulerParameters=sched_interval=2
 GresTypes=gpu
-NodeName=$host CPUs=$cpus RealMemory=$mem Gres=gpu:2 State=UNKNOWN
+TmpFS=$SCRATCH
+NodeName=$host CPUs=$cpus RealMemory=$mem Gres=gpu:2 TmpDisk=4096 State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
 PartitionName=gpu Nodes=$host MaxTime=INFINITE State=UP
 CONF

@@ -87,12 +87,19 @@ class PlannedJobs(logging.Handler):
         self.planned = self.planned or getattr(record, "event", None) == LogEvent.RUN_INFO
 
 
+def submits_jobs():
+    """Whether this run's jobs go to a cluster. A dry run executes through Snakemake's own dry-run executor, which
+    runs locally: there the intended executor shows in `use_threads`, which Snakemake sets for a non-local one."""
+    return not workflow.local_exec or (DRY_RUN and workflow.execution_settings.use_threads)
+
+
 def print_cost_of_planned_jobs(watch):
     """The dry run's last words: the disk, download and cost of the extractions it planned (cost.report)."""
     if watch.planned and workflow.dag is not None:
         extractions = {(job.wildcards.model, job.wildcards.checkpoint) for job in workflow.dag.jobs
                        if job.rule.name == "extract_hidden_states"}
-        print(dry_run_report(EXPERIMENT.restricted_to(extractions), config), file=sys.stderr)
+        print(dry_run_report(EXPERIMENT.restricted_to(extractions), config, cluster=submits_jobs()),
+              file=sys.stderr)
 
 
 if DRY_RUN and workflow.is_main_process:
@@ -151,6 +158,23 @@ def job_runtime_min(model, job):
 # A checkpoint's shards: extraction writes them, its metrics jobs read them.
 SCRATCH = shards_scratch(config)
 SHARDS = paths.shards(scratch=SCRATCH)
+
+
+@functools.cache
+def gpu_type_request(model):
+    """SLURM's -C of a checkpoint's group job (a group's jobs must share it): the larger cards' feature for a model
+    that needs them (cost.device_time.large_gpu_constraint), none otherwise."""
+    return device_time.large_gpu_constraint(model, EXPERIMENT, config)
+
+
+@functools.cache
+def node_disk_request(model):
+    """SLURM's --tmp of a checkpoint's group job (the extraction's and its metrics' `slurm_extra`, which a group's
+    jobs must share): the node's local disk its shards take (cost.device_time.scratch_mb), where they go to a
+    node-local `scratch`; none where they stay on the shared filesystem."""
+    if SCRATCH is None or config["extraction"]["keep_embeddings"]:
+        return ""
+    return f"--tmp={device_time.scratch_mb(model, EXPERIMENT, config)}M"
 
 
 def shards_stay_on_the_nodes(wildcards):

@@ -22,6 +22,8 @@ rule extract_hidden_states:
         # a cluster's --mem and --time: its model's, from the cost model, and more on each retry (profiles/slurm)
         mem_mb=lambda wildcards, attempt: attempt * device_time.extraction_mem_mb(wildcards.model, EXPERIMENT, config),
         runtime=lambda wildcards, attempt: attempt * job_runtime_min(wildcards.model, "extraction"),
+        constraint=lambda wildcards: gpu_type_request(wildcards.model),  # the larger cards, where needed (large_gpu)
+        slurm_extra=lambda wildcards: node_disk_request(wildcards.model),  # its shards' room on the node's scratch
     log:
         paths.log("extract_hidden_states", "{model}/{checkpoint}"),
     benchmark:

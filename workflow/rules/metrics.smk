@@ -13,6 +13,8 @@ rule measure_layers:
         kind=lambda wildcards: model_entry(wildcards)["kind"],  # a column of the table
     resources:
         runtime=lambda wildcards, attempt: attempt * job_runtime_min(wildcards.model, "metrics"),  # a cluster's --time
+        constraint=lambda wildcards: gpu_type_request(wildcards.model),  # the larger cards, where needed (large_gpu)
+        slurm_extra=lambda wildcards: node_disk_request(wildcards.model),  # its extraction's, in one group job
     log:
         paths.log("measure_layers", "{model}/{checkpoint}/layer_{layer_group}"),
     benchmark:

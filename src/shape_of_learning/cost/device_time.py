@@ -21,7 +21,9 @@ then `metrics_startup_s`. tokens = metrics.batches x metrics.batch_size: what th
 forwards. The device time of a model is the sum of its jobs' (one job at a time per device, as the workstation
 profile runs its `gpu=1` jobs); the wall time on N devices is the longest of total / N, the longest job and the whole
 download over the one link (downloads overlap the device's work, and the last checkpoint cannot start before its
-weights are in): jobs packed without gaps, no queueing. Not modelled: the pins, trainings, fine-tunings and Rajaee & Pilehvar analyses (a few
+weights are in): jobs packed without gaps. On a cluster (a dry run through a cluster profile, or `cost --cluster`)
+each checkpoint's group job is one submission, and a device waits `cost.submission_s` before each (the scheduler's
+cycle, the batch script's Snakemake starting): that gap joins the device's time in the wall time, not its hours. Not modelled: the pins, trainings, fine-tunings and Rajaee & Pilehvar analyses (a few
 dozen jobs, minutes), the checkpoint's loss (+2% of a decoder's pass; an encoder's masked-LM pass, up to a fifth of
 its extraction: docs/benchmarks.md), the tables and figures. A term whose size is unknown (a model in none of the
 sources above, one the pipeline trains before it is trained) counts as unknown, its totals lower bounds ("≥").
@@ -91,6 +93,7 @@ class Cost:
     calibration: Calibration
     devices: int
     download_bytes_per_s: float
+    submission_s: float = 0.0  # a cluster's gap before each submitted job; none on a workstation
     terms: dict[str, Seconds] = field(init=False)
 
     def __post_init__(self):
@@ -101,12 +104,19 @@ class Cost:
         """The device time: every term but the download's."""
         return sum((self.terms[term] for term in DEVICE_TERMS), Seconds())
 
+    @property
+    def submissions(self) -> int:
+        """The jobs a cluster schedules: one group job per checkpoint (its extraction and its metrics)."""
+        return sum(m.extractions for m in self.models)
+
     def wall(self, devices: int) -> Seconds:
-        """The run's wall time on `devices` devices: every job packed without gaps, never shorter than its longest
-        job, nor than the whole download, which the download jobs fetch over one link while the devices work."""
+        """The run's wall time on `devices` devices: every job packed behind its submission's gap, never shorter than
+        its longest job, nor than the whole download, which the download jobs fetch over one link while the devices
+        work."""
         total, download = self.total, self.terms["downloading"]
-        longest = max((m.longest_job for m in self.models), default=0)
-        return Seconds(max(total.known / devices, longest, download.known), total.unknown + download.unknown)
+        busy = total.known + self.submissions * self.submission_s
+        longest = max((m.longest_job for m in self.models), default=0) + self.submission_s
+        return Seconds(max(busy / devices, longest, download.known), total.unknown + download.unknown)
 
 
 def forward_dtype(entry: dict, extraction: dict, calibration: Calibration) -> str:
@@ -142,6 +152,24 @@ def host_memory(size: ModelSize | None, entry: dict, dtype: str, tokens: int, st
     return HOST_BASE_BYTES + int(weights) + shard_bytes(tokens, entry["layers"], size.hidden_size or 0, store_dtype)
 
 
+# A checkpoint's shards on its node's scratch (SLURM's --tmp): their predicted bytes with room for the files' own
+# overhead; a model whose size nothing knows (one the pipeline trains) gets the default, a base model's with room.
+SCRATCH_MARGIN = 1.25
+SCRATCH_DEFAULT_MB = 4000
+
+
+def scratch_mb(model: str, experiment: Experiment, config: dict) -> int:
+    """What a checkpoint's group job of `model` requests of its node's local disk, in MB: its shards, every layer's
+    hidden states in `extraction.store_dtype` (`disk.shard_bytes`), SCRATCH_MARGIN times over, at least
+    SCRATCH_DEFAULT_MB; SCRATCH_DEFAULT_MB where the model's width is unknown."""
+    size = model_sizes.of(model, experiment.models, experiment.checkpoints)
+    if size is None or size.hidden_size is None:
+        return SCRATCH_DEFAULT_MB
+    layers, store_dtype = experiment.models[model]["layers"], config["extraction"]["store_dtype"]
+    shards = shard_bytes(experiment.tokens_per_layer, layers, size.hidden_size, store_dtype)
+    return max(SCRATCH_DEFAULT_MB, -(-int(SCRATCH_MARGIN * shards) // 10**6))
+
+
 def extraction_mem_mb(model: str, experiment: Experiment, config: dict) -> int:
     """What an extraction job of `model` requests of its node's memory (the rule's `mem_mb`, SLURM's --mem):
     `host_memory` in MB, the forward dtype as `cost.calibration`'s device runs it."""
@@ -149,6 +177,18 @@ def extraction_mem_mb(model: str, experiment: Experiment, config: dict) -> int:
     dtype = forward_dtype(entry, extraction, CALIBRATIONS[config["cost"]["calibration"]])
     size = model_sizes.of(model, experiment.models, experiment.checkpoints)
     return -(-host_memory(size, entry, dtype, experiment.tokens_per_layer, extraction["store_dtype"]) // 10**6)
+
+
+def large_gpu_constraint(model: str, experiment: Experiment, config: dict) -> str | None:
+    """The GPU type `model`'s extraction asks a cluster for (SLURM's -C): config large_gpu.constraint where its
+    `gpu_memory` exceeds large_gpu.gb, else none (also where its size is unknown, or no constraint is configured)."""
+    entry, large = experiment.models[model], config["large_gpu"]
+    dtype = forward_dtype(entry, config["extraction"], CALIBRATIONS[config["cost"]["calibration"]])
+    size = model_sizes.of(model, experiment.models, experiment.checkpoints)
+    if "constraint" not in large or size is None or size.hidden_size is None:
+        return None
+    needed = gpu_memory(size.parameters, size.hidden_size, entry, dtype)
+    return large["constraint"] if needed > large["gb"] * 1e9 else None
 
 
 # A cluster job's time limit (SLURM's --time): the predicted time this many times over, for a slower node than the
@@ -186,9 +226,12 @@ def runtime_min(model: str, experiment: Experiment, config: dict, job: str) -> i
     return max(RUNTIME_FLOOR_MIN, -(-RUNTIME_MARGIN * int(seconds) // 60))
 
 
-def estimate(experiment: Experiment, found: list[ModelVolume], config: dict, devices: int | None = None) -> Cost:
+def estimate(
+    experiment: Experiment, found: list[ModelVolume], config: dict, devices: int | None = None, cluster: bool = False
+) -> Cost:
     """The cost of the planned `experiment` with the sizes `found` (`disk.volumes` of its checkpoints), calibrated by
-    config["cost"]["calibration"], on config["cost"]["gpus"] devices unless `devices` is given."""
+    config["cost"]["calibration"], on config["cost"]["gpus"] devices unless `devices` is given; on a `cluster`, each
+    checkpoint's job after config["cost"]["submission_s"]."""
     settings, extraction, metrics = config["cost"], config["extraction"], config["metrics"]
     calibration = CALIBRATIONS[settings["calibration"]]
     download_rate = settings["download_mb_per_s"] * 1e6
@@ -238,7 +281,8 @@ def estimate(experiment: Experiment, found: list[ModelVolume], config: dict, dev
                 memory,
             )
         )
-    return Cost(costs, calibration, devices or settings["gpus"], download_rate)
+    submission_s = settings["submission_s"] if cluster else 0.0
+    return Cost(costs, calibration, devices or settings["gpus"], download_rate, submission_s)
 
 
 def _times(value: float | None, count: int) -> Seconds:
@@ -283,6 +327,12 @@ def summary(cost: Cost, config: dict) -> str:
         f"  {device}-hours on one {device}: {_hours(total)}; wall time on {cost.devices} {device}{plural} "
         f"(cost.gpus, or --gpus N): {cost.wall(cost.devices)}",
     ]
+    if cost.submission_s:
+        lines.insert(
+            -1,
+            f"  on a cluster: {cost.submissions} submissions, each {duration(cost.submission_s)} before its job starts "
+            "(cost.submission_s), in the wall time",
+        )
     if total.unknown:
         lines.append(
             f"  ({total.unknown} terms unknown: models in no lock, HF cache, local folder or model table, or "
