@@ -77,6 +77,11 @@ def test_features_tell_apart_what_the_pipeline_treats_apart():
     assert "batch_norm" not in rows["facebook/convnext-tiny-224"].features
     assert rows["bigscience/bloom-3b-intermediate"].preprocessor_repo == "bigscience/bloom-3b"
     assert rows["bigscience/bloom-3b-intermediate"].weight_files == ("pytorch_model.bin",)
+    assert [hub for hub, row in rows.items() if row.gated] == [
+        "meta-llama/Llama-2-7b-hf",
+        "meta-llama/Llama-2-13b-hf",
+        "meta-llama/Llama-2-7b-chat-hf",
+    ]
 
 
 def test_every_configured_checkpoint_is_named_as_its_series_names_branches():

@@ -57,6 +57,7 @@ def test_every_twin_loads_as_the_pipeline_loads_its_model_with_the_same_features
     for hub_id, row in structure.table().items():
         branches = sorted((hub / hub_id / "revisions").iterdir())
         assert [branch.name for branch in branches] == sorted(row.revisions), hub_id
+        assert (hub / hub_id / "gated").exists() == row.gated, hub_id
         if row.role == "tokenizer":
             assert transformers.AutoTokenizer.from_pretrained(branches[0])("a b")["input_ids"], hub_id
             continue

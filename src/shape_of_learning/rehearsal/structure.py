@@ -4,7 +4,7 @@ what of each the pipeline's code depends on. The rehearsal's tiny twins are buil
 
 Columns:
 
-- hub_id, role: `model` (an entry's own repository), `checkpoint` (a checkpoint in a repository of its own, as
+- hub_id, gated (`yes`: downloads need a token with the licence accepted), role: `model` (an entry's own repository), `checkpoint` (a checkpoint in a repository of its own, as
   TinyLlama's) or `tokenizer` (read for its tokenizer only, as Bloom's base repositories);
 - model_type: the config.json's `model_type` (a key of transformers' CONFIG_MAPPING);
 - loaded_as: the class the extraction loads (`extraction.families.model_class`), empty for a tokenizer repository;
@@ -51,6 +51,7 @@ FEATURES = (
 @dataclass(frozen=True)
 class Structure:
     hub_id: str
+    gated: bool
     role: str
     model_type: str
     loaded_as: str
@@ -78,13 +79,19 @@ def table() -> dict[str, Structure]:
     found = {}
     for row in rows:
         features = frozenset(filter(None, row["features"].split(";")))
-        if row["role"] not in ROLES or row["checked"] not in CHECKED or features - set(FEATURES):
+        if (
+            row["role"] not in ROLES
+            or row["gated"] not in ("yes", "no")
+            or row["checked"] not in CHECKED
+            or features - set(FEATURES)
+        ):
             raise ValueError(
                 f"{TABLE}: row {row['hub_id']}: role must be one of {ROLES}, checked one of {CHECKED}, "
                 f"features among {FEATURES}"
             )
         found[row["hub_id"]] = Structure(
             row["hub_id"],
+            row["gated"] == "yes",
             row["role"],
             row["model_type"],
             row["loaded_as"],

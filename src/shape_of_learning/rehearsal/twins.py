@@ -31,7 +31,6 @@ TRAINING_TEXT = (
 )
 WIDTH, LAYERS, HEADS, FFN = 32, 2, 4, 64
 IMAGE_SIZE = 32
-SHARD_BYTES = 200_000  # twins of sharded series are cut into two or more files at this size
 # the tokenizers with a vocabulary of their own (the twin's vocab_size is theirs), by the table's class name
 BYTE_LEVEL_BPE = {
     "GPT2Tokenizer": "GPT2Tokenizer",
@@ -253,6 +252,8 @@ def publish(root: Path, rows: list[structure.Structure] | None = None) -> list[s
     for row in rows:
         for revision in row.revisions:
             add_branch(root, row.hub_id, revision, branch_files(row, revision))
+        if row.gated:
+            (Path(root) / row.hub_id / "gated").touch()
     return [row.hub_id for row in rows]
 
 
