@@ -44,70 +44,74 @@ SPECIAL_IDS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_to
 TOKENIZERS = (*BYTE_LEVEL_BPE, *SERIALISED_BPE, *UNIGRAM, "BertTokenizer")
 
 
+TEXT = {"num_hidden_layers": LAYERS, "hidden_size": WIDTH, "num_attention_heads": HEADS, "intermediate_size": FFN}
+TINY = {  # by model_type; any other family: TEXT
+    "gpt2": {"n_layer": LAYERS, "n_embd": WIDTH, "n_head": HEADS},
+    "gptj": {"n_layer": LAYERS, "n_embd": WIDTH, "n_head": HEADS, "rotary_dim": 4},
+    "bloom": {"n_layer": LAYERS, "hidden_size": WIDTH, "n_head": HEADS},
+    "opt": {
+        "num_hidden_layers": LAYERS,
+        "hidden_size": WIDTH,
+        "num_attention_heads": HEADS,
+        "ffn_dim": FFN,
+    },
+    "llama": TEXT,
+    "albert": TEXT | {"embedding_size": WIDTH // 2},
+    "t5": {
+        "num_layers": LAYERS,
+        "num_decoder_layers": LAYERS,
+        "d_model": WIDTH,
+        "d_ff": FFN,
+        "num_heads": HEADS,
+        "d_kv": WIDTH // HEADS,
+    },
+    "whisper": {
+        "encoder_layers": LAYERS,
+        "decoder_layers": LAYERS,
+        "d_model": WIDTH,
+        "encoder_ffn_dim": FFN,
+        "decoder_ffn_dim": FFN,
+        "encoder_attention_heads": HEADS,
+        "decoder_attention_heads": HEADS,
+    },
+    "wav2vec2": TEXT | {"conv_dim": (WIDTH,) * 7, "num_conv_pos_embeddings": 16, "num_conv_pos_embedding_groups": 4},
+    "vit": TEXT | {"image_size": IMAGE_SIZE, "patch_size": 8},
+    "beit": TEXT | {"image_size": IMAGE_SIZE, "patch_size": 8},
+    "cvt": {
+        "depth": [1, 2, 3],  # transformers indexes stage i's drop paths by i: depth[i] > i
+        "embed_dim": [16, 32, 48],
+        "num_heads": [1, 2, 3],
+    },
+    "segformer": {
+        "depths": [1, 1, 1, 1],
+        "hidden_sizes": [8, 16, 24, 32],
+        "num_attention_heads": [1, 2, 2, 4],
+        "decoder_hidden_size": WIDTH,
+    },
+    "resnet": {"depths": [1, 1], "hidden_sizes": [16, 32], "embedding_size": 8},
+    "convnext": {"depths": [1, 1], "hidden_sizes": [16, 32], "num_stages": 2},
+    "efficientnet": {
+        "num_block_repeats": [1, 1],
+        "in_channels": [32, 16],
+        "out_channels": [16, 24],
+        "kernel_sizes": [3, 3],
+        "strides": [1, 2],
+        "expand_ratios": [1, 6],
+        "image_size": IMAGE_SIZE,
+    },
+}
+TINY["hubert"] = TINY["wav2vec2"]
+
+
 def tiny(row: structure.Structure) -> dict:
     """A twin's size overrides: 2 layers (2 blocks, stages or MBConv blocks), width 32, keeping every structural key
     the row states (OPT-350m's narrower embedding, TinyLlama's grouped-query attention, Falcon's multi-query)."""
-    text = {"num_hidden_layers": LAYERS, "hidden_size": WIDTH, "num_attention_heads": HEADS, "intermediate_size": FFN}
-    family = row.model_type
-    sizes = {
-        "gpt2": {"n_layer": LAYERS, "n_embd": WIDTH, "n_head": HEADS},
-        "gptj": {"n_layer": LAYERS, "n_embd": WIDTH, "n_head": HEADS, "rotary_dim": 4},
-        "bloom": {"n_layer": LAYERS, "hidden_size": WIDTH, "n_head": HEADS},
-        "opt": {
-            "num_hidden_layers": LAYERS,
-            "hidden_size": WIDTH,
-            "num_attention_heads": HEADS,
-            "ffn_dim": FFN,
-            "word_embed_proj_dim": WIDTH // 2 if "word_embed_proj_dim" in row.config else WIDTH,
-        },
-        "llama": text | {"num_key_value_heads": 2 if row.config.get("num_key_value_heads") else HEADS},
-        "albert": text | {"embedding_size": WIDTH // 2},
-        "t5": {
-            "num_layers": LAYERS,
-            "num_decoder_layers": LAYERS,
-            "d_model": WIDTH,
-            "d_ff": FFN,
-            "num_heads": HEADS,
-            "d_kv": WIDTH // HEADS,
-        },
-        "whisper": {
-            "encoder_layers": LAYERS,
-            "decoder_layers": LAYERS,
-            "d_model": WIDTH,
-            "encoder_ffn_dim": FFN,
-            "decoder_ffn_dim": FFN,
-            "encoder_attention_heads": HEADS,
-            "decoder_attention_heads": HEADS,
-        },
-        "wav2vec2": text
-        | {"conv_dim": (WIDTH,) * 7, "num_conv_pos_embeddings": 16, "num_conv_pos_embedding_groups": 4},
-        "vit": text | {"image_size": IMAGE_SIZE, "patch_size": 8},
-        "beit": text | {"image_size": IMAGE_SIZE, "patch_size": 8},
-        "cvt": {
-            "depth": [1, 2, 3],  # transformers indexes stage i's drop paths by i: depth[i] > i
-            "embed_dim": [16, 32, 48],
-            "num_heads": [1, 2, 3],
-        },
-        "segformer": {
-            "depths": [1, 1, 1, 1],
-            "hidden_sizes": [8, 16, 24, 32],
-            "num_attention_heads": [1, 2, 2, 4],
-            "decoder_hidden_size": WIDTH,
-        },
-        "resnet": {"depths": [1, 1], "hidden_sizes": [16, 32], "embedding_size": 8},
-        "convnext": {"depths": [1, 1], "hidden_sizes": [16, 32], "num_stages": 2},
-        "efficientnet": {
-            "num_block_repeats": [1, 1],
-            "in_channels": [32, 16],
-            "out_channels": [16, 24],
-            "kernel_sizes": [3, 3],
-            "strides": [1, 2],
-            "expand_ratios": [1, 6],
-            "image_size": IMAGE_SIZE,
-        },
-    }
-    sizes["hubert"] = sizes["wav2vec2"]
-    return sizes.get(family, text)
+    if row.model_type == "opt":
+        narrower = "word_embed_proj_dim" in row.config
+        return TINY["opt"] | {"word_embed_proj_dim": WIDTH // 2 if narrower else WIDTH}
+    if row.model_type == "llama":
+        return TINY["llama"] | {"num_key_value_heads": 2 if row.config.get("num_key_value_heads") else HEADS}
+    return TINY.get(row.model_type, TEXT)
 
 
 def build(row: structure.Structure, seed: int):
