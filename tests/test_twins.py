@@ -10,7 +10,13 @@ import torch
 from PIL import Image
 
 from shape_of_learning.extraction.families import depth, model_class
+from shape_of_learning.models import download
+from shape_of_learning.models.checkpoints import Checkpoint
+from shape_of_learning.models.pinning import pin
 from shape_of_learning.rehearsal import structure, twins
+from shape_of_learning.rehearsal.local_hub import LocalHub
+
+from hf_cache import fresh_client, point_at
 
 
 @pytest.fixture(scope="module")
@@ -91,3 +97,29 @@ def test_sharded_series_get_shards_and_their_index(few):
     index = json.loads((branch / "pytorch_model.bin.index.json").read_text())
     assert sorted(set(index["weight_map"].values())) == [f"pytorch_model-0000{i}-of-00003.bin" for i in (1, 2, 3)]
     assert not (hub / "bigscience/bloom-560m-intermediate/revisions/global_step1000/tokenizer.json").exists()
+
+
+def test_the_pipeline_pins_and_downloads_twins_through_the_hubs_client(few, monkeypatch, tmp_path):
+    """The pin and download jobs' own code, huggingface_hub against the local Hub serving the twins."""
+
+    rows = structure.table()
+    twins.publish(few, [rows["bigscience/bloom-560m"], rows["meta-llama/Llama-2-7b-hf"]])
+    fresh_client(monkeypatch, tmp_path / "cache")
+    with LocalHub(few) as hub:
+        point_at(hub.endpoint, monkeypatch)
+        checkpoint = Checkpoint(
+            "bloom", "global_step10000", "hub", "bigscience/bloom-560m-intermediate", "global_step10000", 10000
+        )
+        lock = pin(checkpoint)
+        receipt = download.download(lock, {"tokenizer": "bigscience/bloom-560m", "weights": "auto"})
+        sharded = pin(Checkpoint("opt", "main", "hub", "facebook/opt-13b", "main", -1))
+        gated = pin(Checkpoint("llama", "main", "hub", "meta-llama/Llama-2-7b-hf", "main", -1))
+        with pytest.raises(PermissionError, match="Llama-2-7b-hf is gated: accept its conditions"):
+            download.download(gated, {"tokenizer": None, "weights": "auto"})
+    # Bloom: the branch's .bin, its tokenizer from the base repository; OPT-13b: its three .bin shards
+    assert (lock["weights_format"], sorted(receipt["files"])) == ("pytorch", ["config.json", "pytorch_model.bin"])
+    assert (
+        receipt["tokenizer"]["location"] == "bigscience/bloom-560m"
+        and "tokenizer.json" in receipt["tokenizer"]["files"]
+    )
+    assert sorted(sharded["weights"]) == [f"pytorch_model-0000{i}-of-00003.bin" for i in (1, 2, 3)]
