@@ -9,7 +9,7 @@ TORCH_INDEX ?=
 # the tests on CORES workers (pytest-xdist), a module per worker: its module fixtures, e.g. the end-to-end run, run once
 PYTEST := $(BIN)/pytest -q -n $(CORES) --dist loadscope
 
-.PHONY: demo test check lint format check-dry-run-demo check-dry-run-paper paper dry-run report slurm-test clean
+.PHONY: demo test check lint format check-dry-run-demo check-dry-run-paper paper dry-run report rehearsal slurm-test clean
 
 $(BIN)/snakemake: requirements/*.txt pyproject.toml  ## the package, editable, with every pin of requirements/
 	$(PYTHON) -m venv $(VENV)
@@ -54,8 +54,11 @@ report: $(BIN)/snakemake  ## the demo's report, in its results folder
 	report=$$($(BIN)/python -m shape_of_learning path REPORT presets/demo.yaml) && \
 	$(BIN)/snakemake --cores 1 --configfile presets/demo.yaml --report $$report
 
+rehearsal: $(BIN)/snakemake  ## the paper's run on tiny twins of its models, offline, through a local Hub (docs/rehearsal.md)
+	$(BIN)/python -m shape_of_learning.rehearsal --cores $(CORES)
+
 slurm-test: $(BIN)/snakemake  ## the demo (CI overlay; PRESET=...) locally, then on a one-node SLURM cluster here: the ratio
 	bash tests/slurm/run_demo_on_local_slurm.sh
 
 clean:
-	rm -rf results logs .snakemake
+	rm -rf results logs .snakemake results-rehearsal .rehearsal

@@ -245,6 +245,11 @@ class LocalHub:
                     return fault
         return None
 
+    def unmet(self) -> list[Fault]:
+        """The faults not yet answered as many times as configured."""
+        with self._lock:
+            return [fault for fault, left in zip(self.faults, self._left) if left]
+
     def record(self, request: tuple) -> None:
         with self._lock:
             self.requests.append(request)

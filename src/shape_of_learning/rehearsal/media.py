@@ -1,13 +1,18 @@
-"""The rehearsal's image and audio corpora, in the formats of the real ones (config.yaml's image_corpus and
-audio_corpus), made here: what the paper's run reads from an account-only download.
+"""The rehearsal's image and audio corpora and rated pairs, in the formats of the real ones (config.yaml's
+image_corpus and audio_corpus, STS-B's archive), made here: what the paper's run reads from an account-only download
+or a server this machine may not reach.
 
 - `imagenet_tar`: a tar of JPEGs named as ImageNet's validation archive names them (ILSVRC2012_img_val.tar holds
   ILSVRC2012_val_00000001.JPEG ... flat), from scikit-learn's digits (real images shipped in its wheel), RGB;
 - `common_voice_clips`: a clips/ folder of MP3s named as Common Voice names them (common_voice_en_<id>.mp3, mono,
   48 kHz). No speech ships offline: each clip is a voiced-like signal (a harmonic series on a gliding pitch under a
-  syllable-rate envelope, with noise) of a fixed seed, 2-5 s long, encoded by libsndfile's MP3 writer.
+  syllable-rate envelope, with noise) of a fixed seed, 2-5 s long, encoded by libsndfile's MP3 writer;
+- `stsb_archive`: Stsbenchmark.tar.gz's layout and line format (stsbenchmark/sts-train.csv and sts-dev.csv, tab-
+  separated genre, file, year, id, score 0-5, sentence 1, sentence 2), from SimLex-999's word pairs (real human
+  ratings shipped in gensim's wheel) with their 0-10 ratings halved: every third pair is dev.
 """
 
+import gzip
 import io
 import tarfile
 from pathlib import Path
@@ -51,6 +56,25 @@ def common_voice_clips(folder: Path, count: int, seed: int = 0) -> list[Path]:
     return written
 
 
+def stsb_archive(path: Path) -> Path:
+    """SimLex-999 in STS-B's archive at `path`, the same bytes on every machine."""
+    from shape_of_learning.corpus import gensim_test_file
+    from shape_of_learning.rajaee_pilehvar.datasets import read_word_pairs
+
+    pairs = read_word_pairs(gensim_test_file("simlex999.txt"))
+    lines = {"train": [], "dev": []}
+    for index, pair in enumerate(pairs.itertuples()):
+        line = f"main-captions\tSimLex\t2015\t{index:04d}\t{pair.score / 2:.2f}\t{pair.text1}\t{pair.text2}"
+        lines["dev" if index % 3 == 2 else "train"].append(line)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.USTAR_FORMAT) as archive:
+        for split, rows in lines.items():
+            _add(archive, f"stsbenchmark/sts-{split}.csv", ("\n".join(rows) + "\n").encode())
+    path.write_bytes(gzip.compress(buffer.getvalue(), mtime=0))
+    return path
+
+
 def _voiced(rng: np.random.Generator, seconds: float) -> np.ndarray:
     time = np.arange(int(seconds * CLIP_RATE)) / CLIP_RATE
     pitch = rng.uniform(90, 220) * (1 + 0.2 * np.sin(2 * np.pi * rng.uniform(0.3, 1.0) * time))
@@ -73,13 +97,16 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m shape_of_learning.rehearsal.media", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("folder", type=Path, help="writes imagenet/ILSVRC2012_img_val.tar and common_voice_en/clips/")
+    parser.add_argument(
+        "folder", type=Path, help="writes imagenet/ILSVRC2012_img_val.tar, common_voice_en/clips/, Stsbenchmark.tar.gz"
+    )
     parser.add_argument("--images", type=int, default=200)
     parser.add_argument("--clips", type=int, default=20)
     args = parser.parse_args(argv)
     imagenet_tar(args.folder / "imagenet/ILSVRC2012_img_val.tar", args.images)
     common_voice_clips(args.folder / "common_voice_en/clips", args.clips)
-    print(f"{args.images} JPEGs and {args.clips} MP3 clips in {args.folder}")
+    stsb_archive(args.folder / "Stsbenchmark.tar.gz")
+    print(f"{args.images} JPEGs, {args.clips} MP3 clips and SimLex-999 as STS-B in {args.folder}")
     return 0
 
 

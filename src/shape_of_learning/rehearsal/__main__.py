@@ -1,0 +1,115 @@
+"""The rehearsal of the paper's run (`make rehearsal`): presets/rehearsal.yaml, offline, through the Hub's own client.
+
+    python -m shape_of_learning.rehearsal [--cores N] [-- SNAKEMAKE_ARGS...]
+
+1. builds, once, in .rehearsal/: the twins of every row of structure.csv (a hub folder), ImageNet- and Common
+   Voice-like corpora and STS-B's archive (`media`);
+2. serves the twins on a local Hub (127.0.0.1) that drops one weight file's connection mid-file and answers another
+   with a server error once each (`FAULTS`), with Llama 2's twins gated behind a token;
+3. runs Snakemake on presets/rehearsal.yaml with HF_ENDPOINT at that Hub, its own HF_HOME and the token, the global
+   HF_HUB_OFFLINE unset: the pin and download jobs reach the Hub, every extraction goes offline by itself
+   (`network.go_offline`); then the report and `verify`;
+4. fails unless each fault was met (and survived: the run completed) and no partial download is left in the cache.
+"""
+
+import argparse
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from shape_of_learning import REPOSITORY
+from shape_of_learning.rehearsal import media, twins
+from shape_of_learning.rehearsal.local_hub import Fault, LocalHub
+from shape_of_learning.rehearsal.preset import FOLDER, PRESET
+
+TOKEN = "hf_rehearsal"  # the one token the local Hub accepts for a gated twin
+FAULTS = [  # each met by the first request for its file: a download resumed, a request retried
+    Fault("/EleutherAI/pythia-410m/resolve/*/model.safetensors", drop_after=4096),
+    Fault("/facebook/opt-125m/resolve/*/pytorch_model.bin", status=500),
+]
+IMAGES, CLIPS = 600, 20
+# what the twins' bytes depend on: rebuilt when one changes
+TWIN_SOURCES = ("structure.csv", "twins.py", "local_hub.py")
+
+
+def build(folder: Path) -> Path:
+    """The twins and the local data in `folder` (kept between runs while TWIN_SOURCES are unchanged); the hub
+    folder."""
+    here = Path(__file__).parent
+    stamp = hashlib.sha256(b"".join((here / name).read_bytes() for name in TWIN_SOURCES)).hexdigest()
+    hub, built = folder / "hub", folder / "built"
+    if not built.is_file() or built.read_text() != stamp:
+        print(f"rehearsal: building the twins and the local data in {folder}", flush=True)
+        shutil.rmtree(hub, ignore_errors=True)  # no branch of an earlier table left behind
+        twins.publish(hub)
+        media.imagenet_tar(folder / "imagenet/ILSVRC2012_img_val.tar", IMAGES)
+        media.common_voice_clips(folder / "common_voice_en/clips", CLIPS)
+        media.stsb_archive(folder / "Stsbenchmark.tar.gz")
+        built.write_text(stamp)
+    return hub
+
+
+def environment(endpoint: str, folder: Path) -> dict[str, str]:
+    """The jobs' environment: the local Hub, a cache of the rehearsal's own (the twins bear the real repositories'
+    names), the token, and no global offline switch."""
+    env = {key: value for key, value in os.environ.items() if key not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    return env | {
+        "HF_ENDPOINT": endpoint,
+        "HF_HOME": str((folder / "hf-home").resolve()),
+        "HF_TOKEN": TOKEN,
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+    }
+
+
+def run(cores: int, extra: list[str], folder: Path) -> int:
+    hub_folder = build(folder)
+    snakemake = [sys.executable, "-m", "snakemake", "--configfile", str(PRESET)]
+    with LocalHub(hub_folder, faults=FAULTS, token=TOKEN) as hub:
+        env = environment(hub.endpoint, folder)
+        print(f"rehearsal: the local Hub at {hub.endpoint}; snakemake on {PRESET}", flush=True)
+        steps = [
+            [*snakemake, "--cores", str(cores), *extra],
+            [*snakemake, "--cores", "1", "--report", report_path()],
+            [sys.executable, "-m", "shape_of_learning", "verify", str(PRESET)],
+        ]
+        for step in steps:
+            if code := subprocess.run(step, cwd=REPOSITORY, env=env).returncode:
+                return code
+    return check_faults(hub, Path(env["HF_HOME"]))
+
+
+def report_path() -> str:
+    found = subprocess.run(
+        [sys.executable, "-m", "shape_of_learning", "path", "REPORT", str(PRESET)],
+        cwd=REPOSITORY,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return found.stdout.strip()
+
+
+def check_faults(hub: LocalHub, hf_home: Path) -> int:
+    """0 when every fault was met and no partial download is left in the cache; else 1, saying which."""
+    failures = [f"fault {fault.path} was never met" for fault in hub.unmet()]
+    failures += [f"a partial download is left in the cache: {path}" for path in hf_home.rglob("*.incomplete")]
+    for failure in failures:
+        print(f"rehearsal: {failure}", file=sys.stderr)
+    if not failures:
+        print(f"rehearsal: complete; {len(hub.faults)} injected faults met and survived, no partial download left")
+    return 1 if failures else 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m shape_of_learning.rehearsal", description=__doc__.split("\n")[0])
+    parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("snakemake", nargs="*", help="more arguments for Snakemake (after --)")
+    args = parser.parse_args(argv)
+    return run(args.cores, args.snakemake, REPOSITORY / FOLDER)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

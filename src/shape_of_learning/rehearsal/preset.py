@@ -1,0 +1,193 @@
+"""presets/rehearsal.yaml: the paper's config (config.yaml) on tiny twins, written from it.
+
+    python -m shape_of_learning.rehearsal.preset          # rewrites presets/rehearsal.yaml from config.yaml
+
+Every model of config.yaml that a twin can stand for is rehearsed through one representative: the models that load
+the same way (same class, features, structural keys, weight files, branch naming, tokenizer source, gating, input
+and checkpoint list form: `variant`) take the same code path, and differ in size only. Each figure keeps its
+representatives (or its own first model, where it would otherwise be empty), the Rajaee & Pilehvar pairs keep
+theirs. Each kept model gets its twin's depth and the twin's branches (2-3 of a series). `SCALE` shrinks the rest
+to a 2-core machine. A model of config.yaml without a row in structure.csv has no twin: writing the preset fails,
+naming it (and `tests/test_rehearsal.py` fails).
+"""
+
+import argparse
+import copy
+from pathlib import Path
+
+import yaml
+
+from shape_of_learning import DEFAULT_CONFIG, REPOSITORY
+from shape_of_learning.experiment import results_root
+from shape_of_learning.extraction.families import depth
+from shape_of_learning.rehearsal import structure, twins
+
+PRESET = Path("presets/rehearsal.yaml")
+FOLDER = ".rehearsal"  # what the rehearsal builds and serves (shape_of_learning.rehearsal.__main__), gitignored
+TINYLLAMA_LIKE = 3  # a series published one repository per checkpoint keeps its first, middle and last
+
+# What a twin and 2 cores need, over the paper's settings (a deep merge; lists replace)
+SCALE = {
+    results_root.KEY: "results-rehearsal",
+    # gensim's Wikipedia sample (the demo's corpus, MediaWiki XML as enwik8 is) stands in for the 100 MB download
+    "corpus": {
+        "name": "enwiki-sample",
+        "gensim_sample": True,
+        "url": None,
+        "archive_sha256": None,
+        "size": None,
+        "md5": None,
+        "sha256": "34c1c63050c87cc8477b9ae36b1cb0edf372612c92938b742e579a7109c20fa4",
+    },
+    # the account-only corpora in their real formats (rehearsal.media). Image twins see 32-pixel images, where
+    # SegFormer's last stage is one position: each image gives one position per layer
+    "image_corpus": {"local_path": f"{FOLDER}/imagenet/ILSVRC2012_img_val.tar", "count": 600},
+    "audio_corpus": {"local_path": f"{FOLDER}/common_voice_en/clips", "count": 20},
+    "extraction": {"positions_per_image": 1},
+    "windows": {"count": 64, "chars": 256},
+    "metrics": {"batch_size": 256, "batches": 2},
+    "cost": {"calibration": "cpu", "gpus": 2},
+    # random twins' checkpoints may well look broken to the health checks: drawn, marked, not left out
+    "figures": {"flagged": "mark"},
+    # STS-B's archive format from SimLex-999's ratings (rehearsal.media); the twins are 32 wide
+    "rajaee_pilehvar": {
+        "seeds": [0, 1],
+        "least_directions": [8, 24],
+        "figure_tokens": 400,
+        "datasets": {"stsb": {"url": None, "local_path": f"{FOLDER}/Stsbenchmark.tar.gz"}},
+    },
+}
+
+
+def variant(entry: dict, row: structure.Structure) -> tuple:
+    """What decides how a model is pinned, downloaded, loaded and read: models with the same variant differ in size
+    only."""
+    checkpoints = entry.get("checkpoints")
+    form = (
+        "schedule"
+        if isinstance(checkpoints, dict)
+        else "repositories"
+        if checkpoints and isinstance(checkpoints[0], dict)
+        else "branches"
+        if checkpoints
+        else "main"
+    )
+    sharded = any("-of-" in name for name in row.weight_files)
+    formats = tuple(sorted({Path(name).suffix for name in row.weight_files}))
+    return (
+        row.loaded_as,
+        row.features,
+        tuple(sorted(row.config)),
+        formats,
+        sharded,
+        entry.get("weights", "auto"),
+        row.revision_naming,
+        row.preprocessor_repo != row.hub_id,
+        row.gated,
+        entry.get("modality", "text"),
+        entry.get("text_unit"),
+        form,
+    )
+
+
+def _figure_lists(figures: dict):
+    """Each list of model names in the figures section, with a function that replaces it."""
+    for name, entry in figures.items():
+        items = entry if isinstance(entry, list) else [entry]
+        for item in items:
+            if isinstance(item, dict) and isinstance(item.get("models"), list):
+                yield item["models"], lambda kept, item=item: item.update(models=kept)
+            elif isinstance(item, dict) and isinstance(item.get("model"), str):
+                yield [item["model"]], lambda kept, item=item: item.update(model=kept[0])
+
+
+def representatives(models: dict[str, dict], figures: dict, pairs: list[dict]) -> list[str]:
+    """The models kept: one per `variant` (a model a figure names first), each figure's first model where none of
+    its own was kept, and the Rajaee & Pilehvar pairs with the bases of their fine-tuned models."""
+    if missing := structure.missing(models):
+        raise ValueError(
+            f"config.yaml names repositories without a row in {structure.TABLE}: {missing}; add a row for each "
+            "(docs/rehearsal.md), then rewrite the preset: python -m shape_of_learning.rehearsal.preset"
+        )
+    rows = structure.table()
+    named = [model for names, _ in _figure_lists(figures) for model in names]
+    order = sorted(models, key=lambda model: named.index(model) if model in named else len(named))
+    chosen, seen = set(), set()
+    for model in order:
+        entry = models[model]
+        if entry.get("hub_id") and (key := variant(entry, rows[entry["hub_id"]])) not in seen:
+            seen.add(key)
+            chosen.add(model)
+    for names, _ in _figure_lists(figures):
+        if not chosen.intersection(names):
+            chosen.add(names[0])
+    for pair in pairs:
+        chosen |= {pair["pretrained"], pair["finetuned"], models[pair["finetuned"]]["finetune"]["base"]}
+    return [model for model in models if model in chosen]
+
+
+def twin_entry(entry: dict) -> dict:
+    """A model entry on its twin: the twin's depth and branches (a tokenizer elsewhere, gating as published)."""
+    entry = copy.deepcopy(entry)
+    if "finetune" in entry:
+        entry["layers"] = twins.LAYERS
+        return entry
+    rows = structure.table()
+    row = rows[entry["hub_id"]]
+    entry["layers"] = depth(structure.transformers_config(row, **twins.tiny(row)))
+    checkpoints = entry.get("checkpoints")
+    if isinstance(checkpoints, dict) or (checkpoints and isinstance(checkpoints[0], str)):
+        entry["checkpoints"] = list(row.revisions)
+    elif checkpoints:
+        middle = len(checkpoints) // 2
+        entry["checkpoints"] = [checkpoints[0], checkpoints[middle], checkpoints[-1]][:TINYLLAMA_LIKE]
+    return entry
+
+
+def _merge(base: dict, over: dict) -> dict:
+    for key, value in over.items():
+        base[key] = _merge(base.get(key) or {}, value) if isinstance(value, dict) else value
+    return base
+
+
+def rehearsal_config(paper: dict) -> dict:
+    """The rehearsal's config from the paper's."""
+    config = copy.deepcopy(paper)
+    kept = representatives(config["models"], config["figures"], config["rajaee_pilehvar"]["pairs"])
+    for names, replace in list(_figure_lists(config["figures"])):
+        replace([model for model in names if model in kept])
+    config["models"] = {model: twin_entry(config["models"][model]) for model in kept}
+    return _merge(config, SCALE)
+
+
+HEADER = """\
+# The rehearsal (`make rehearsal`, docs/rehearsal.md): the paper's run (config.yaml) on tiny twins of its models,
+# served by a local Hub. WRITTEN by `python -m shape_of_learning.rehearsal.preset` from config.yaml: edit that, or
+# SCALE in src/shape_of_learning/rehearsal/preset.py, then rewrite this file (tests/test_rehearsal.py checks it).
+# One model per way of loading one (rehearsal.preset.variant); twins' depths and branches; small samples.
+"""
+
+
+def render(config: dict) -> str:
+    return HEADER + yaml.safe_dump(config, sort_keys=False, width=120)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m shape_of_learning.rehearsal.preset", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--check", action="store_true", help="fail if presets/rehearsal.yaml is not current")
+    args = parser.parse_args(argv)
+    paper = yaml.safe_load((REPOSITORY / DEFAULT_CONFIG).read_text())
+    text, target = render(rehearsal_config(paper)), REPOSITORY / PRESET
+    if args.check:
+        current = target.is_file() and target.read_text() == text
+        print(f"{PRESET} is {'current' if current else 'out of date: python -m shape_of_learning.rehearsal.preset'}")
+        return 0 if current else 1
+    target.write_text(text)
+    print(f"{PRESET}: {len(yaml.safe_load(text)['models'])} of config.yaml's {len(paper['models'])} models")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
