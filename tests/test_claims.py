@@ -23,6 +23,7 @@ import pytest
 from shape_of_learning import __main__ as cli
 from shape_of_learning import paths
 from shape_of_learning.claims import catalogue, predicates
+from shape_of_learning.claims import series as series_predicates
 from shape_of_learning.claims import scorecard as card_module
 from shape_of_learning.claims.catalogue import CLAIMS
 from shape_of_learning.experiment.config import ConfigError, load_config, validate_config
@@ -38,7 +39,7 @@ from shape_of_learning.rajaee_pilehvar.tables import comparison, paper_values
 REPO = Path(__file__).resolve().parents[1]
 SECTION = "rajaee_pilehvar"  # the Rajaee & Pilehvar config section
 STD = 0.01  # every synthetic batch-to-batch std
-P = predicates
+P, S = predicates, series_predicates
 
 
 # --- the predicates, each where it holds and where it fails -------------------------------------------------------
@@ -47,7 +48,7 @@ P = predicates
 def series(means, stds=STD, positions=None, word="layer"):
     means = list(means)
     stds = [stds] * len(means) if np.isscalar(stds) else stds
-    return P.Series.of(
+    return S.Series.of(
         range(len(means)) if positions is None else positions,
         means,
         stds,
@@ -69,7 +70,7 @@ BELL = [0.1, 0.3, 0.6, 0.8, 0.9, 0.8, 0.6, 0.3, 0.15]  # 8 layers: an interior l
 
 
 def peak(means, stds=STD, within=(0.2, 0.8), min_change=0.1):
-    return P.interior_peak(series(means, stds), margin=2, min_change=min_change, within=within)
+    return S.interior_peak(series(means, stds), margin=2, min_change=min_change, within=within)
 
 
 def test_a_bell_is_one_interior_peak_rising_before_and_falling_after_it_in_the_middle():
@@ -131,14 +132,14 @@ def test_where_every_interior_layer_is_in_the_middle_the_position_cannot_fail():
 
 def test_an_interior_peak_needs_three_points():
     with pytest.raises(P.NotMeasurable, match="needs 3"):
-        P.Series.of([0, 1], [1, 2], [0, 0], str, least=3, shape="an interior maximum")
+        S.Series.of([0, 1], [1, 2], [0, 0], str, least=3, shape="an interior maximum")
 
 
 STEPS = [0, 10, 100, 1000, 2000, 3000]
 
 
 def grows(means, stds=STD):
-    return P.grows_then_stabilises(series(means, stds, STEPS, "step"), margin=2, stable_from=0.5, stable_share=0.25)
+    return S.grows_then_stabilises(series(means, stds, STEPS, "step"), margin=2, stable_from=0.5, stable_share=0.25)
 
 
 def test_growing_then_stabilising_holds_where_the_late_stretch_barely_moves():
@@ -169,25 +170,25 @@ def test_still_growing_not_growing_or_collapsing_is_not_growing_then_stabilising
 
 def test_stabilising_needs_two_late_checkpoints():
     with pytest.raises(P.NotMeasurable, match="1 point"):
-        P.grows_then_stabilises(
+        S.grows_then_stabilises(
             series([0.1, 0.2, 0.3], STD, [0, 10, 100], "step"), margin=2, stable_from=0.5, stable_share=0.25
         )
 
 
 def test_a_loss_that_falls_steadily_and_ones_that_rise_stall_or_creep():
-    assert P.falls_steadily(STEPS[:3], [3.0, 2.5, 2.2], tolerance=0.2).holds
-    rises = P.falls_steadily(STEPS[:3], [3.0, 3.5, 2.0], tolerance=0.2)
+    assert S.falls_steadily(STEPS[:3], [3.0, 2.5, 2.2], tolerance=0.2).holds
+    rises = S.falls_steadily(STEPS[:3], [3.0, 3.5, 2.0], tolerance=0.2)
     assert rises.holds is False and rises.reason == "it rises by 0.5 from step 0 to 10, more than 0.2"
-    stalls = P.falls_steadily(STEPS[:2], [3.0, 2.95], tolerance=0.2)
+    stalls = S.falls_steadily(STEPS[:2], [3.0, 2.95], tolerance=0.2)
     assert stalls.holds is False and stalls.reason == "it falls by 0.05, not more than 0.2"
-    creeps = P.falls_steadily(STEPS, [4.0, 2.0, 2.15, 2.3, 2.45, 2.6], tolerance=0.2)  # no single step over 0.2
+    creeps = S.falls_steadily(STEPS, [4.0, 2.0, 2.15, 2.3, 2.45, 2.6], tolerance=0.2)  # no single step over 0.2
     assert creeps.holds is False and creeps.reason == "it rises by 0.6 from step 10 to 3000, more than 0.2"
 
 
 def test_a_fall_from_the_peak_must_count():
-    verdict, at = P.falls_from_peak(series([10, 25, 20, 15], STD, STEPS[:4], "step"), margin=2, min_change=0.1)
+    verdict, at = S.falls_from_peak(series([10, 25, 20, 15], STD, STEPS[:4], "step"), margin=2, min_change=0.1)
     assert verdict.holds is True and at == 1
-    flat, _ = P.falls_from_peak(series([10, 25, 25.01, 25.0], STD, STEPS[:4], "step"), margin=2, min_change=0.1)
+    flat, _ = S.falls_from_peak(series([10, 25, 25.01, 25.0], STD, STEPS[:4], "step"), margin=2, min_change=0.1)
     assert flat.holds is False and flat.reason.startswith("it falls +0.7 std and 0.01 after its peak")
 
 
@@ -1019,7 +1020,7 @@ def test_a_check_that_raises_is_an_error_row_the_others_are_judged_and_verify_fa
     write_run(tmp_path, config)
 
     def broken(group, reader, settings):
-        return P.grows_then_stabilises([], margin=2, stable_from=0.5, stable_share=0.25)  # a defect: a bad call
+        return S.grows_then_stabilises([], margin=2, stable_from=0.5, stable_share=0.25)  # a defect: a bad call
 
     monkeypatch.setitem(CLAIMS, "decoder_bell", dataclasses.replace(CLAIMS["decoder_bell"], check=broken))
     card = card_module.scorecard(plan(config).claims, config["claims"], root=tmp_path).set_index("claim")
@@ -1092,9 +1093,12 @@ def test_the_scorecard_is_planned_where_the_config_has_claims_and_lists_every_cl
     assert not tiny.claims and "claims" not in tiny.named_targets()
 
 
-def test_every_claim_quotes_its_paper_and_each_paper_is_one_module():
-    papers = {claim.paper: claim.check.__module__ for claim in CLAIMS.values() if claim.check}
-    assert len(papers) == 3 and len(set(papers.values())) == 3
+def test_every_claim_quotes_its_paper_and_each_paper_checks_its_claims_in_one_module():
+    modules = {}
+    for claim in CLAIMS.values():
+        modules.setdefault(claim.paper, set()).update([claim.check.__module__] if claim.check else [])
+    assert len(modules) == 3 and all(len(found) == 1 for found in modules.values())
+    assert len(set.union(*modules.values())) == 3
     texts = (
         " ".join(path.read_text() for path in (REPO.parent / "shared/papers").glob("*.txt"))
         if (REPO.parent / "shared/papers").is_dir()

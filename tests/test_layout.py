@@ -145,3 +145,64 @@ def test_no_result_path_is_written_outside_the_paths_module():
 )
 def test_the_path_check_finds_literals_and_leaves_docstrings_and_comments(source, found):
     assert result_paths(source) == found
+
+
+# The developers' guide: functions short; a claims file one paper's claims, or their checks, at a glance
+MAX_FUNCTION_LINES = 60
+MAX_CLAIMS_FILE_LINES = 300
+
+
+def function_lengths(source: str) -> dict[str, int]:
+    """The lines of every function and method of `source`, nested ones too, from its `def` to its last line (as
+    `ruff format` writes it; decorators left out), by qualified name."""
+    lengths = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            name = f"{prefix}{getattr(child, 'name', '')}"
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lengths[name] = child.end_lineno - child.lineno + 1
+            scope = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            visit(child, f"{name}." if scope else prefix)
+
+    visit(ast.parse(source), "")
+    return lengths
+
+
+def test_no_function_of_the_package_is_longer_than_the_guide_allows():
+    long = {
+        f"{path.relative_to(PACKAGE)}:{name}": lines
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for name, lines in function_lengths(path.read_text()).items()
+        if lines > MAX_FUNCTION_LINES
+    }
+    assert long == {}, f"split these into helpers named for what they do (at most {MAX_FUNCTION_LINES} lines each)"
+
+
+def test_no_claims_file_is_longer_than_the_guide_allows():
+    long = {
+        path.name: lines
+        for path in sorted((PACKAGE / "claims").glob("*.py"))
+        if (lines := len(path.read_text().splitlines())) > MAX_CLAIMS_FILE_LINES
+    }
+    assert long == {}, f"split these by what they hold (at most {MAX_CLAIMS_FILE_LINES} lines each)"
+
+
+def test_the_length_check_counts_from_def_to_last_line_nested_functions_and_methods_too():
+    source = '''
+@decorator
+def outer(a):
+    def inner():
+        return 1
+
+    return inner
+
+
+class Shape:
+    async def area(self):
+        """Docstring."""
+        return (
+            2
+        )
+'''
+    assert function_lengths(source) == {"outer": 5, "outer.inner": 2, "Shape.area": 5}

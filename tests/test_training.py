@@ -7,7 +7,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer, BertModel, GPTNeoXModel
 
-from shape_of_learning.models import training
+from shape_of_learning.models import ARCHITECTURES, training
 
 TINY = dict(num_layers=2, d_model=32, num_heads=2, seq_len=32, batch_size=16, lr=3e-3, log_every=5)
 ARCHS = {"gpt_neox": GPTNeoXModel, "bert": BertModel}
@@ -99,6 +99,16 @@ def test_tokenizers_flag_special_tokens_and_match_training_ids():
     assert encoded["input_ids"][0] == [encoder.cls_token_id] + [offset + b for b in byte_ids] + [encoder.sep_token_id]
     assert encoded["special_tokens_mask"][0] == [1, 0, 0, 0, 0, 1]
     assert encoder.mask_token_id not in encoded["input_ids"][0] and encoder.mask_token == "[MASK]"
+
+
+def test_every_architecture_the_schema_accepts_has_its_row_of_facts():
+    assert list(training.ARCHITECTURE_FACTS) == list(ARCHITECTURES)
+    assert {
+        arch: facts.around() for arch, facts in training.ARCHITECTURE_FACTS.items() if hasattr(facts, "around")
+    } == {
+        "gpt_neox": (["<|endoftext|>"], []),
+        "bert": (["[CLS]"], ["[SEP]"]),
+    }
 
 
 def test_bert_masking_follows_80_10_10():

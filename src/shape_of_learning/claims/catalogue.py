@@ -1,8 +1,9 @@
 """Every claim of the three papers, stated once (`CLAIMS`), one module per paper: `razzhigaev`, `godey`,
-`rajaee_pilehvar`. Each `claim.Claim` gives the paper, its section, figure or table and its own words (`quote`), the
-claim in a sentence, the models it concerns (from the config's figures and pairs: one scorecard row per `Group`),
-the predicate it is judged by, in words with the config's thresholds and in code (built from
-shape_of_learning.claims.predicates), and the thresholds it reads (the config's `claims:`, defaults and rationale in
+`rajaee_pilehvar` (the two larger ones with their checks beside them, in `razzhigaev_checks` and
+`rajaee_pilehvar_checks`). Each `claim.Claim` gives the paper, its section, figure or table and its own words
+(`quote`), the claim in a sentence, the models it concerns (from the config's figures and pairs: one scorecard row per
+`Group`), the predicate it is judged by, in words with the config's thresholds and in code (built from
+shape_of_learning.claims.predicates and shape_of_learning.claims.series), and the thresholds it reads (the config's `claims:`, defaults and rationale in
 workflow/schemas/config.schema.yaml; docs/claims.md).
 
 A claim's groups are planned from the planned experiment (shape_of_learning.experiment.plan.Experiment, passed in:

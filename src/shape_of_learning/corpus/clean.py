@@ -201,24 +201,7 @@ def clean_dump(src: Path, text_out: Path, stats_out: Path) -> dict:
     """
     src, text_out, stats_out = Path(src), Path(text_out), Path(stats_out)
     started = time.perf_counter()
-    byte_counts = np.zeros(256, dtype=np.int64)
-    sha_in, sha_out = hashlib.sha256(), hashlib.sha256()
-    chars_out: set[str] = set()
-    stats = dict.fromkeys(
-        (
-            "bytes_in",
-            "bytes_out",
-            "pages",
-            "pages_in",
-            "redirects",
-            "other_namespaces",
-            "empty_pages",
-            "invalid_utf8_pages",
-        ),
-        0,
-    )
-    namespace_prefixes: dict[bytes, int] = {}
-
+    tally = _Tally()
     with (
         open_decompressed(src) as stream,
         atomic_path(text_out) as text_tmp,
@@ -227,39 +210,11 @@ def clean_dump(src: Path, text_out: Path, stats_out: Path) -> dict:
     ):
 
         def count_block(block: bytes) -> None:
-            byte_counts[:] += np.bincount(np.frombuffer(block, dtype=np.uint8), minlength=256)
-            sha_in.update(block)
-            stats["bytes_in"] += len(block)
+            tally.read(block)
             progress.update(len(block))
 
-        for piece in _pieces(stream, count_block):
-            title = _between(piece, b"<title>", b"</title>")
-            if title is None:  # the header before the first page
-                namespace_prefixes.update(
-                    (name.strip() + b":", int(key)) for key, name in _NAMESPACE.findall(piece) if name.strip()
-                )
-                continue
-            stats["pages_in"] += 1
-            prose = _article_prose(piece, title, namespace_prefixes, stats)
-            if prose is None:
-                continue
-            encoded = (("\n" if stats["pages"] else "") + prose + "\n").encode("utf-8")
-            out.write(encoded)
-            sha_out.update(encoded)
-            chars_out.update(prose)
-            stats["bytes_out"] += len(encoded)
-            stats["pages"] += 1
-
-    if stats["pages"]:
-        chars_out.add("\n")
-    stats.update(
-        distinct_bytes_in=int(np.count_nonzero(byte_counts)),
-        distinct_chars_out=len(chars_out),
-        sha256_in=sha_in.hexdigest(),
-        sha256_out=sha_out.hexdigest(),
-        seconds=round(time.perf_counter() - started, 3),
-        source=str(src),
-    )
+        _write_articles(_pieces(stream, count_block), out, tally)
+    stats = tally.totals(src, time.perf_counter() - started)
     with atomic_path(stats_out) as stats_tmp:
         stats_tmp.write_text(json.dumps(stats, indent=2) + "\n")
     logger.info(
@@ -272,3 +227,72 @@ def clean_dump(src: Path, text_out: Path, stats_out: Path) -> dict:
         stats["seconds"],
     )
     return stats
+
+
+# What `clean_dump` counts, in the order its stats list them
+_COUNTED = (
+    "bytes_in",
+    "bytes_out",
+    "pages",
+    "pages_in",
+    "redirects",
+    "other_namespaces",
+    "empty_pages",
+    "invalid_utf8_pages",
+)
+
+
+class _Tally:
+    """What `clean_dump` counts as it streams: the bytes read (their alphabet and hash), the pages by fate, and the
+    prose written (its characters and hash)."""
+
+    def __init__(self):
+        self.byte_counts = np.zeros(256, dtype=np.int64)
+        self.sha_in, self.sha_out = hashlib.sha256(), hashlib.sha256()
+        self.chars_out: set[str] = set()
+        self.stats = dict.fromkeys(_COUNTED, 0)
+
+    def read(self, block: bytes) -> None:
+        self.byte_counts[:] += np.bincount(np.frombuffer(block, dtype=np.uint8), minlength=256)
+        self.sha_in.update(block)
+        self.stats["bytes_in"] += len(block)
+
+    def written(self, prose: str) -> bytes:
+        """A page's prose as written: UTF-8, after a blank line unless it is the first page."""
+        encoded = (("\n" if self.stats["pages"] else "") + prose + "\n").encode("utf-8")
+        self.sha_out.update(encoded)
+        self.chars_out.update(prose)
+        self.stats["bytes_out"] += len(encoded)
+        self.stats["pages"] += 1
+        return encoded
+
+    def totals(self, src: Path, seconds: float) -> dict:
+        """The stats of the whole dump (`clean_dump`)."""
+        if self.stats["pages"]:
+            self.chars_out.add("\n")
+        self.stats.update(
+            distinct_bytes_in=int(np.count_nonzero(self.byte_counts)),
+            distinct_chars_out=len(self.chars_out),
+            sha256_in=self.sha_in.hexdigest(),
+            sha256_out=self.sha_out.hexdigest(),
+            seconds=round(seconds, 3),
+            source=str(src),
+        )
+        return self.stats
+
+
+def _write_articles(pieces, out, tally: _Tally) -> None:
+    """Write the prose of every article among the dump's `pieces` (`_pieces`) to `out`, counting pages in `tally`;
+    the header before the first page gives the namespaces' title prefixes."""
+    namespace_prefixes: dict[bytes, int] = {}
+    for piece in pieces:
+        title = _between(piece, b"<title>", b"</title>")
+        if title is None:  # the header before the first page
+            namespace_prefixes.update(
+                (name.strip() + b":", int(key)) for key, name in _NAMESPACE.findall(piece) if name.strip()
+            )
+            continue
+        tally.stats["pages_in"] += 1
+        prose = _article_prose(piece, title, namespace_prefixes, tally.stats)
+        if prose is not None:
+            out.write(tally.written(prose))

@@ -16,6 +16,7 @@ import os
 import time
 from contextlib import ExitStack
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from tqdm import tqdm
@@ -78,19 +79,43 @@ def extract(
     config, layers = _checked_config(checkpoint, entry, revision, name)
     preprocessor = load_preprocessor(entry, checkpoint, revision)
     if modality == "text":  # tokenized before the weights load: a corpus too small fails in seconds
-        source = TextInputs(
-            items,
-            preprocessor,
-            config,
-            n_tokens=n_tokens,
-            max_length=entry["max_length"],
-            exclude_special=exclude_special,
-            name=name,
-        )
+        source = _text_inputs(items, preprocessor, config, entry, n_tokens, exclude_special, name)
+    loaded = _load_weights(checkpoint, entry, pin, config, dtype, device, bool((loss or {}).get("tokens")), name)
+    if modality != "text":  # an audio source reads the model's own feature encoder
+        source = _media_inputs(modality, items, preprocessor, config, exclude_special, loaded.model)
+    next_token = NextTokenLoss(loss["tokens"], n_tokens) if loaded.loss_kind == NEXT_TOKEN else None
+    body = loaded.model if next_token else loaded.model.base_model  # a masked-LM head has nothing to predict here
+    per_item = positions_per_image if modality == "image" else None  # else, where layers differ, the fewest
+    read = math.ceil(n_tokens / per_item) if per_item else len(source)
+    statistics = _estimate_batch_norm(body, source, read, entry["batch_size"], loaded.device, dtype, name)
+    metadata = _shard_metadata(checkpoint, revision, config, layers, n_tokens, dtype, special_tokens, name)
+    stream = _Pass(layers, n_tokens, per_item, name).run(
+        body, source, next_token, Path(out_dir), metadata, entry["batch_size"], store_dtype, loaded.device, dtype
+    )
+    loss_record = _loss_record(next_token, loaded, source, preprocessor, loss, stream["batch_size"])
+    _log_job(name, metadata, stream, loaded.seconds, loss_record)
+    return _manifest(pin, checkpoint, entry, config, metadata, store_dtype, loaded, statistics, stream, loss_record)
+
+
+class _Loaded(NamedTuple):
+    """A checkpoint's model as `load_model` returns it: the model, the device its inputs go to, the loss its head can
+    report (None and why not); and the seconds the load took."""
+
+    model: torch.nn.Module
+    device: torch.device
+    loss_kind: str | None
+    no_loss: str | None
+    seconds: float
+
+
+def _load_weights(
+    checkpoint: Checkpoint, entry: dict, pin: dict, config, dtype: torch.dtype, device: str, head: bool, name: str
+) -> _Loaded:
+    """The checkpoint's model, loaded as its pin says (`loading.load_model`), timed."""
     started = time.perf_counter()
-    model, input_device, loss_kind, no_loss = load_model(
+    loaded = load_model(
         checkpoint.location,
-        revision,
+        pin["commit_sha"],
         config,
         dtype,
         device,
@@ -98,64 +123,79 @@ def extract(
         pin.get("weights_format", "safetensors"),  # locks written before PyTorch files were allowed have none
         name,
         kind=entry["kind"],
-        modality=modality,
-        head=bool((loss or {}).get("tokens")),
+        modality=entry["modality"],
+        head=head,
         init_seed=pin.get("init_seed"),
     )  # a RandomInit's lock
-    load_seconds = time.perf_counter() - started
-    next_token = NextTokenLoss(loss["tokens"], n_tokens) if loss_kind == NEXT_TOKEN else None
-    body = model if next_token else model.base_model  # a masked-LM head has nothing to predict in this pass
-    per_item = positions_per_image if modality == "image" else None  # else, where layers differ, the fewest
-    if modality != "text":  # an audio source reads the model's own feature encoder
-        source = (
-            ImageInputs(items, preprocessor, config, exclude_special)
-            if modality == "image"
-            else AudioInputs(items, preprocessor, model)
-        )
-    statistics = _estimate_batch_norm(
-        body,
-        source,
-        math.ceil(n_tokens / per_item) if per_item else len(source),
-        entry["batch_size"],
-        input_device,
-        dtype,
-        name,
+    return _Loaded(*loaded, time.perf_counter() - started)
+
+
+def _text_inputs(
+    items: list, preprocessor, config, entry: dict, n_tokens: int, exclude_special: bool, name: str
+) -> TextInputs:
+    """The text windows to read, tokenized (`inputs.TextInputs`)."""
+    return TextInputs(
+        items,
+        preprocessor,
+        config,
+        n_tokens=n_tokens,
+        max_length=entry["max_length"],
+        exclude_special=exclude_special,
+        name=name,
     )
-    metadata = _shard_metadata(checkpoint, revision, config, layers, n_tokens, dtype, special_tokens, name)
-    stream = _Pass(layers, n_tokens, per_item, name).run(
-        body, source, next_token, Path(out_dir), metadata, entry["batch_size"], store_dtype, input_device, dtype
-    )
-    loss_record = _loss_record(
-        next_token, loss_kind, no_loss, model, source, preprocessor, loss, stream["batch_size"], input_device
-    )
+
+
+def _media_inputs(modality: str, items: list, preprocessor, config, exclude_special: bool, model):
+    """The image or audio files to read (`inputs.ImageInputs`, `inputs.AudioInputs`)."""
+    if modality == "image":
+        return ImageInputs(items, preprocessor, config, exclude_special)
+    return AudioInputs(items, preprocessor, model)
+
+
+def _log_job(name: str, metadata: dict, stream: dict, load_seconds: float, loss_record: dict) -> None:
     logger.info(
         "%s: %d tokens x %d layers in %.1f s (%.0f tokens/s), model load %.1f s; loss %s",
         name,
-        n_tokens,
-        layers + 1,
+        metadata["tokens"],
+        metadata["num_layers"] + 1,
         stream["seconds"],
         stream["tokens_per_second"],
         load_seconds,
         loss_record,
     )
+
+
+def _manifest(
+    pin: dict,
+    checkpoint: Checkpoint,
+    entry: dict,
+    config,
+    metadata: dict,
+    store_dtype: str,
+    loaded: _Loaded,
+    statistics: dict,
+    stream: dict,
+    loss_record: dict,
+) -> dict:
+    """The job's manifest: the pin, what was read and how, the batch-norm estimate, the pass and the loss."""
     return {
         **pin,
         "tokenizer": tokenizer_location(entry, checkpoint),
         "family": config.model_type,
         "kind": entry.get("kind"),
-        "layers": layers,
-        "modality": modality,
-        "tokens_per_layer": n_tokens,
+        "layers": metadata["num_layers"],
+        "modality": entry["modality"],
+        "tokens_per_layer": metadata["tokens"],
         "hidden_size": getattr(config, "hidden_size", None),
         "max_length": entry["max_length"],
         "dtype": metadata["model_dtype"],
         "store_dtype": store_dtype,
-        "device": str(input_device),
-        "special_tokens": special_tokens,
+        "device": str(loaded.device),
+        "special_tokens": metadata["special_tokens"],
         "last_layer_after_final_norm": metadata["last_layer_after_final_norm"],
         **statistics,
         **stream,
-        "load_seconds": round(load_seconds, 3),
+        "load_seconds": round(loaded.seconds, 3),
         "loss": loss_record,
     }
 
@@ -266,16 +306,7 @@ class _Pass:
         labels = [f"{self.name} layer {layer}" for layer in range(self.layers + 1)]
         started = time.perf_counter()
         with ExitStack() as stack:
-            shards = [
-                stack.enter_context(
-                    ShardWriter(
-                        out_dir / paths.shard_name(layer),
-                        store_dtype=store_dtype,
-                        metadata={**metadata, "layer": layer},
-                    )
-                )
-                for layer in range(self.layers + 1)
-            ]
+            shards = [stack.enter_context(writer) for writer in self._shard_writers(out_dir, metadata, store_dtype)]
             pipeline = stack.enter_context(ShardPipeline(shards, threads=writer_threads))  # before closing
             progress = stack.enter_context(tqdm(total=self.n_tokens, unit="tok", desc=self.name, mininterval=5))
             while self.start < len(source) and min(self.filled) < self.n_tokens:
@@ -309,6 +340,15 @@ class _Pass:
             "float32_layers": [layer for layer, shard in enumerate(shards) if shard.store_dtype != store_dtype],
             "fingerprint": self.fingerprint.record(),
         }
+
+    def _shard_writers(self, out_dir: Path, metadata: dict, store_dtype: str) -> list[ShardWriter]:
+        """One shard writer per layer, each recording the pass's `metadata` and its layer."""
+        return [
+            ShardWriter(
+                out_dir / paths.shard_name(layer), store_dtype=store_dtype, metadata={**metadata, "layer": layer}
+            )
+            for layer in range(self.layers + 1)
+        ]
 
     def _keep(self, batch, hidden: tuple, source) -> list[tuple]:
         """Each layer's kept vectors of one batch, (n_kept, D), with their index (items, positions, token ids)."""
@@ -360,34 +400,26 @@ class _Pass:
 
 
 def _loss_record(
-    next_token: NextTokenLoss | None,
-    loss_kind: str | None,
-    no_loss: str | None,
-    model,
-    source,
-    preprocessor,
-    loss: dict | None,
-    batch_size: int,
-    device: torch.device,
+    next_token: NextTokenLoss | None, loaded: _Loaded, source, preprocessor, loss: dict | None, batch_size: int
 ) -> dict:
     """The checkpoint's loss for the manifest: from the pass's own logits, from a masked pass of its own (masking
     changes the hidden states measured), or none with the reason; and the seconds it took beyond the pass."""
     started = time.perf_counter()
     if next_token:
         record = next_token.record()
-    elif loss_kind == MASKED_LM:
+    elif loaded.loss_kind == MASKED_LM:
         record = masked_lm_loss(
-            model,
+            loaded.model,
             source,
             preprocessor,
             budget=loss["tokens"],
             mask_probability=loss["mask_probability"],
             seed=loss["seed"],
             batch_size=batch_size,
-            device=device,
+            device=loaded.device,
         )
     else:
-        record = {"kind": None, "value": None, "tokens": 0, "reason": no_loss}
+        record = {"kind": None, "value": None, "tokens": 0, "reason": loaded.no_loss}
     record["seconds"] = round(time.perf_counter() - started, 3)
     return record
 

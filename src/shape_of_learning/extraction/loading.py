@@ -69,17 +69,7 @@ def load_model(
     states unchanged, and reports no loss: a randomly initialised head measures nothing.
     """
     if init_seed is not None:
-        architecture = model_class(config, kind, modality, head=False)[0]
-        with torch.random.fork_rng(devices=[]):  # the seed alone sets the weights; the caller's RNG is left as it was
-            torch.manual_seed(init_seed)
-            model = random_model(architecture, config, trust_remote_code)  # on CPU: the same weights on any device
-        model.config.use_cache = False
-        return (
-            model.to(device=device, dtype=dtype).eval(),
-            torch.device(device),
-            None,
-            "random initialisation: its head was never trained",
-        )
+        return _random_init(config, kind, modality, dtype, device, trust_remote_code, init_seed)
     kwargs = dict(
         config=config,
         revision=revision,
@@ -90,28 +80,57 @@ def load_model(
         output_loading_info=True,
     )
     architecture, loss, reason = model_class(config, kind, modality, head)
-    if device.startswith("cuda"):
-        weight_bytes = parameter_count(architecture, config, trust_remote_code) * dtype.itemsize
-        index = torch.device(device).index or 0
-        free_bytes = torch.cuda.mem_get_info(index)[0]
-        if weight_bytes > 0.8 * free_bytes:  # leave room for activations
-            logger.info(
-                "%s: %.1f GB of weights vs %.1f GB free on %s; loading with device_map='auto'",
-                location,
-                weight_bytes / 1e9,
-                free_bytes / 1e9,
-                device,
-            )
-            # accelerate would fill the GPU with weights and leave no room for a batch's activations (seen on an
-            # H200: out of memory at batch size 1), so weights get 70% of the free memory and the rest goes to CPU
-            max_memory = get_max_memory() | {index: int(0.7 * free_bytes)}
-            model, missing = _from_pretrained(
-                architecture, location, name, device_map="auto", max_memory=max_memory, **kwargs
-            )
-            # inputs go where the first module (the embeddings) was placed
-            return model, next(model.parameters()).device, *_head(loss, reason, missing)
+    max_memory = _memory_split(architecture, config, trust_remote_code, dtype, device, location)
+    if max_memory is not None:
+        model, missing = _from_pretrained(
+            architecture, location, name, device_map="auto", max_memory=max_memory, **kwargs
+        )
+        # inputs go where the first module (the embeddings) was placed
+        return model, next(model.parameters()).device, *_head(loss, reason, missing)
     model, missing = _from_pretrained(architecture, location, name, **kwargs)
     return model.to(device), torch.device(device), *_head(loss, reason, missing)
+
+
+def _random_init(
+    config, kind: str, modality: str, dtype: torch.dtype, device: str, trust_remote_code: bool, init_seed: int
+) -> tuple:
+    """`load_model`'s answer for a random-init baseline: the architecture of `config` with weights drawn from
+    `init_seed`, and no loss."""
+    architecture = model_class(config, kind, modality, head=False)[0]
+    with torch.random.fork_rng(devices=[]):  # the seed alone sets the weights; the caller's RNG is left as it was
+        torch.manual_seed(init_seed)
+        model = random_model(architecture, config, trust_remote_code)  # on CPU: the same weights on any device
+    model.config.use_cache = False
+    return (
+        model.to(device=device, dtype=dtype).eval(),
+        torch.device(device),
+        None,
+        "random initialisation: its head was never trained",
+    )
+
+
+def _memory_split(
+    architecture: type, config, trust_remote_code: bool, dtype: torch.dtype, device: str, location: str
+) -> dict | None:
+    """The memory of each device for ``device_map="auto"`` where the weights take more than 80% of the GPU's free
+    memory (leaving room for activations); None where they fit, or on CPU."""
+    if not device.startswith("cuda"):
+        return None
+    weight_bytes = parameter_count(architecture, config, trust_remote_code) * dtype.itemsize
+    index = torch.device(device).index or 0
+    free_bytes = torch.cuda.mem_get_info(index)[0]
+    if weight_bytes <= 0.8 * free_bytes:
+        return None
+    logger.info(
+        "%s: %.1f GB of weights vs %.1f GB free on %s; loading with device_map='auto'",
+        location,
+        weight_bytes / 1e9,
+        free_bytes / 1e9,
+        device,
+    )
+    # accelerate would fill the GPU with weights and leave no room for a batch's activations (seen on an H200: out
+    # of memory at batch size 1), so weights get 70% of the free memory and the rest goes to CPU
+    return get_max_memory() | {index: int(0.7 * free_bytes)}
 
 
 def parameter_count(architecture: type, config, trust_remote_code: bool) -> int:

@@ -65,26 +65,7 @@ def profile_by_modality(
         for column, modality in enumerate(modalities):
             ax = axes[row * len(modalities) + column]
             for model in sorted(model for model in colours if groups[model]["modality"] == modality):
-                style = dict(color=colours[model], linestyle=GROUP_STYLES.get(groups[model]["group"], "-"))
-                line = finals[(finals["model"] == model) & (finals["metric"] == metric)]
-                plot_band(
-                    ax,
-                    line["layer"] / line["num_layers"],
-                    line["mean"],
-                    line["std"],
-                    marker="o",
-                    markersize=3,
-                    label=f"{model} ({groups[model]['group']})",
-                    **style,
-                )
-                start = initial[(initial["model"] == model) & (initial["metric"] == metric)]
-                ax.plot(
-                    start["layer"] / start["num_layers"],
-                    start["mean"],
-                    label=f"_{model} at initialisation",
-                    **style,
-                    **BASELINE_STYLE,
-                )
+                _draw_model(ax, model, groups[model]["group"], colours[model], finals, initial, metric)
             ax.set_title(modality.capitalize() if row == 0 else "")
             ax.set_xlabel("Relative depth (layer / number of layers)")
             if column == 0:
@@ -97,6 +78,31 @@ def profile_by_modality(
     )
     footnote(figure, rows, noted, flagged, initialisation_text(initial, random_init_seed))
     return save(figure, out_png, out_pdf)
+
+
+def _draw_model(ax, model: str, group: str, colour, finals: pd.DataFrame, initial: pd.DataFrame, metric: str) -> None:
+    """One model's `metric` per relative depth: at its final checkpoint with its band, and thin at initialisation,
+    in its colour and its group's line style."""
+    style = dict(color=colour, linestyle=GROUP_STYLES.get(group, "-"))
+    line = finals[(finals["model"] == model) & (finals["metric"] == metric)]
+    plot_band(
+        ax,
+        line["layer"] / line["num_layers"],
+        line["mean"],
+        line["std"],
+        marker="o",
+        markersize=3,
+        label=f"{model} ({group})",
+        **style,
+    )
+    start = initial[(initial["model"] == model) & (initial["metric"] == metric)]
+    ax.plot(
+        start["layer"] / start["num_layers"],
+        start["mean"],
+        label=f"_{model} at initialisation",
+        **style,
+        **BASELINE_STYLE,
+    )
 
 
 def initialisation_text(initial: pd.DataFrame, seed: int) -> str:

@@ -2,6 +2,7 @@
 
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -83,27 +84,15 @@ def compute_metrics(
     context = context or "input matrix"
     metrics = (metrics,) if isinstance(metrics, str) else tuple(metrics)
     chosen, resolved = _resolve(metrics, settings, context)
-    if not isinstance(X, torch.Tensor):
-        X = np.asarray(X)
-    if X.ndim != 2:
-        raise ValueError(f"{context}: expected an (n, D) matrix, got shape {tuple(X.shape)}")
+    X = _matrix(X, context)
     n, dim = X.shape
     neighbours = max((metric.neighbours_read(resolved[metric.name]) for metric in chosen), default=0)
     n_batches = _batch_count(n, batch_size, n_batches, neighbours, context)
     _check_finite(X, context)
 
     device = resolve_device(device)
-    order = np.random.default_rng(seed).permutation(n)
-    rows, duplicates = [], []
-    for batch in tqdm(range(n_batches), desc="metric batches", leave=False, disable=None):
-        index = np.sort(order[batch * batch_size : (batch + 1) * batch_size])
-        vectors = Vectors(X[torch.from_numpy(index)] if isinstance(X, torch.Tensor) else X[index], device)
-        values, removed = _measure_batch(vectors, chosen, resolved, neighbours, f"{context}: batch {batch}")
-        duplicates.append(removed)
-        rows += [(m, batch, values[m]) for m in metrics]
-        logger.debug("%s: batch %d done, %d duplicates removed", context, batch, removed)
-
-    values = pd.DataFrame(rows, columns=["metric", "batch", "value"])
+    batches = _shuffled_batches(X, seed, n_batches, batch_size, device)
+    values, duplicates = _measure_batches(batches, n_batches, chosen, resolved, neighbours, context)
     info = {
         "vectors": n,
         "dimension": dim,
@@ -116,6 +105,38 @@ def compute_metrics(
         "seconds": round(time.perf_counter() - started, 3),
     }
     return MetricsResult(values, info)
+
+
+def _measure_batches(
+    batches: Iterator[Vectors], n_batches: int, chosen: list, resolved: dict, neighbours: int, context: str
+) -> tuple[pd.DataFrame, list[int]]:
+    """Every metric's value on each batch (`MetricsResult.values`), and how many repeated vectors each batch's
+    neighbour estimators left out."""
+    rows, duplicates = [], []
+    for batch, vectors in enumerate(tqdm(batches, total=n_batches, desc="metric batches", leave=False, disable=None)):
+        values, removed = _measure_batch(vectors, chosen, resolved, neighbours, f"{context}: batch {batch}")
+        duplicates.append(removed)
+        rows += [(metric.name, batch, values[metric.name]) for metric in chosen]
+        logger.debug("%s: batch %d done, %d duplicates removed", context, batch, removed)
+    return pd.DataFrame(rows, columns=["metric", "batch", "value"]), duplicates
+
+
+def _matrix(X, context: str):
+    """`X` as a torch tensor or a numpy array, refused where it is no (n, D) matrix."""
+    if not isinstance(X, torch.Tensor):
+        X = np.asarray(X)
+    if X.ndim != 2:
+        raise ValueError(f"{context}: expected an (n, D) matrix, got shape {tuple(X.shape)}")
+    return X
+
+
+def _shuffled_batches(X, seed: int, n_batches: int, batch_size: int, device) -> Iterator[Vectors]:
+    """The rows of `X` shuffled with `seed` and cut into `n_batches` consecutive batches of `batch_size`, each
+    batch's rows in their order in `X`, on `device`."""
+    order = np.random.default_rng(seed).permutation(len(X))
+    for batch in range(n_batches):
+        index = np.sort(order[batch * batch_size : (batch + 1) * batch_size])
+        yield Vectors(X[torch.from_numpy(index)] if isinstance(X, torch.Tensor) else X[index], device)
 
 
 def _resolve(metrics: tuple[str, ...], settings: dict[str, dict] | None, context: str) -> tuple[list, dict]:

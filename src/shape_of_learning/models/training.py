@@ -21,6 +21,7 @@ import json
 import logging
 import math
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -43,7 +44,6 @@ from shape_of_learning.models import ARCHITECTURES
 
 logger = logging.getLogger(__name__)
 
-IMAGE_ARCHITECTURES = ("vit", "resnet")
 # Special tokens take the first ids; bytes follow. Pythia's names for the decoder, BERT's for the encoder.
 DECODER_SPECIAL_TOKENS = {"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>", "pad_token": "<|padding|>"}
 ENCODER_SPECIAL_TOKENS = {"pad_token": "[PAD]", "cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]"}
@@ -96,9 +96,10 @@ class Hyperparameters:
 
 
 def byte_tokenizer(arch: str, seq_len: int) -> PreTrainedTokenizerFast:
-    """Byte-level tokenizer whose ids are ``len(special tokens) + byte``, with the architecture's special tokens."""
-    special_tokens = DECODER_SPECIAL_TOKENS if arch == "gpt_neox" else ENCODER_SPECIAL_TOKENS
-    specials = list(dict.fromkeys(special_tokens.values()))
+    """Byte-level tokenizer whose ids are ``len(special tokens) + byte``, with the architecture's special tokens
+    around every text (`TextArchitecture`)."""
+    facts = ARCHITECTURE_FACTS[arch]
+    specials = list(dict.fromkeys(facts.special_tokens.values()))
     # GPT-2's printable stand-in character for each byte, the alphabet of the ByteLevel pre-tokenizer
     printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
     unprintable = iter(range(256, 512))
@@ -108,18 +109,11 @@ def byte_tokenizer(arch: str, seq_len: int) -> PreTrainedTokenizerFast:
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     tokenizer.decoder = decoders.ByteLevel()
     tokenizer.add_special_tokens(specials)
-    if arch == "gpt_neox":
-        bos = special_tokens["bos_token"]
-        tokenizer.post_processor = processors.TemplateProcessing(
-            single=f"{bos} $A", pair=f"{bos} $A {bos} $B:1", special_tokens=[(bos, vocab[bos])]
-        )
-    else:
-        tokenizer.post_processor = processors.TemplateProcessing(
-            single="[CLS] $A [SEP]",
-            pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-            special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
-        )
-    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, model_max_length=seq_len, **special_tokens)
+    added = dict.fromkeys(token for side in facts.around() for token in side)
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=facts.single, pair=facts.pair, special_tokens=[(token, vocab[token]) for token in added]
+    )
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, model_max_length=seq_len, **facts.special_tokens)
 
 
 def image_processor(hp: Hyperparameters) -> ViTImageProcessor:
@@ -129,24 +123,25 @@ def image_processor(hp: Hyperparameters) -> ViTImageProcessor:
     )
 
 
-def build_image_model(arch: str, hp: Hyperparameters, num_labels: int):
-    """A freshly initialised image classifier (seed the global RNG first)."""
-    if arch == "vit":
-        if hp.image_size % hp.patch_size:
-            raise ValueError(f"image_size={hp.image_size} must be divisible by patch_size={hp.patch_size}")
-        return ViTForImageClassification(
-            ViTConfig(
-                image_size=hp.image_size,
-                patch_size=hp.patch_size,
-                hidden_size=hp.d_model,
-                num_hidden_layers=hp.num_layers,
-                num_attention_heads=hp.num_heads,
-                intermediate_size=4 * hp.d_model,
-                num_labels=num_labels,
-                hidden_dropout_prob=hp.dropout,
-                attention_probs_dropout_prob=hp.dropout,
-            )
+def _vit(hp: Hyperparameters, num_labels: int) -> ViTForImageClassification:
+    if hp.image_size % hp.patch_size:
+        raise ValueError(f"image_size={hp.image_size} must be divisible by patch_size={hp.patch_size}")
+    return ViTForImageClassification(
+        ViTConfig(
+            image_size=hp.image_size,
+            patch_size=hp.patch_size,
+            hidden_size=hp.d_model,
+            num_hidden_layers=hp.num_layers,
+            num_attention_heads=hp.num_heads,
+            intermediate_size=4 * hp.d_model,
+            num_labels=num_labels,
+            hidden_dropout_prob=hp.dropout,
+            attention_probs_dropout_prob=hp.dropout,
         )
+    )
+
+
+def _resnet(hp: Hyperparameters, num_labels: int) -> ResNetForImageClassification:
     widths = [max(1, hp.d_model >> (hp.num_layers - 1 - stage)) for stage in range(hp.num_layers)]
     return ResNetForImageClassification(
         ResNetConfig(
@@ -178,9 +173,9 @@ def load_images(corpus: Path, hp: Hyperparameters) -> tuple[torch.Tensor, torch.
     return pixels, torch.tensor(items["label"].to_numpy())
 
 
-def build_model(arch: str, hp: Hyperparameters, tokenizer: PreTrainedTokenizerFast):
-    """A freshly initialised text model (seed the global RNG first for a reproducible initialisation)."""
-    shape = dict(
+def _text_shape(hp: Hyperparameters, tokenizer: PreTrainedTokenizerFast) -> dict:
+    """The sizes every text model shares, in the names of Hugging Face's configs."""
+    return dict(
         vocab_size=len(tokenizer),
         hidden_size=hp.d_model,
         num_hidden_layers=hp.num_layers,
@@ -189,31 +184,34 @@ def build_model(arch: str, hp: Hyperparameters, tokenizer: PreTrainedTokenizerFa
         max_position_embeddings=hp.seq_len,
         pad_token_id=tokenizer.pad_token_id,
     )
-    if arch == "gpt_neox":  # Pythia's layout: parallel residual, rotary on 25% of head dims, untied embeddings
-        config = GPTNeoXConfig(
-            **shape,
-            hidden_dropout=hp.dropout,
-            attention_dropout=hp.dropout,
-            bos_token_id=tokenizer.bos_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-        )
-        return GPTNeoXForCausalLM(config)
-    config = BertConfig(**shape, hidden_dropout_prob=hp.dropout, attention_probs_dropout_prob=hp.dropout)
+
+
+def _pythia(hp: Hyperparameters, tokenizer: PreTrainedTokenizerFast) -> GPTNeoXForCausalLM:
+    """Pythia's layout: parallel residual, rotary on 25% of head dims, untied embeddings (GPTNeoXConfig's defaults)."""
+    config = GPTNeoXConfig(
+        **_text_shape(hp, tokenizer),
+        hidden_dropout=hp.dropout,
+        attention_dropout=hp.dropout,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    return GPTNeoXForCausalLM(config)
+
+
+def _bert(hp: Hyperparameters, tokenizer: PreTrainedTokenizerFast) -> BertForMaskedLM:
+    config = BertConfig(
+        **_text_shape(hp, tokenizer), hidden_dropout_prob=hp.dropout, attention_probs_dropout_prob=hp.dropout
+    )
     return BertForMaskedLM(config)
 
 
-def sample_batch(arch, corpus_ids, tokenizer, hp, generator) -> dict[str, torch.Tensor]:
-    """Random windows of the corpus wrapped in the tokenizer's special tokens, with the objective's labels."""
-    text_len = hp.seq_len - (1 if arch == "gpt_neox" else 2)
-    starts = torch.randint(len(corpus_ids) - text_len + 1, (hp.batch_size,), generator=generator)
-    text = torch.stack([corpus_ids[s : s + text_len] for s in starts.tolist()])
-    column = lambda token_id: torch.full((hp.batch_size, 1), token_id)  # noqa: E731
-    if arch == "gpt_neox":
-        input_ids = torch.cat([column(tokenizer.bos_token_id), text], dim=1)
-        return {"input_ids": input_ids, "labels": input_ids}  # the model shifts labels by one itself
-    input_ids = torch.cat([column(tokenizer.cls_token_id), text, column(tokenizer.sep_token_id)], dim=1)
-    # BERT masking: choose mask_probability of the bytes (never CLS/SEP); of those 80% -> [MASK], 10% -> a random
-    # byte, 10% unchanged; the loss is on the chosen positions only.
+def _next_token_labels(input_ids: torch.Tensor, tokenizer, hp: Hyperparameters, generator) -> dict[str, torch.Tensor]:
+    return {"input_ids": input_ids, "labels": input_ids}  # the model shifts labels by one itself
+
+
+def _masked_labels(input_ids: torch.Tensor, tokenizer, hp: Hyperparameters, generator) -> dict[str, torch.Tensor]:
+    """BERT masking: choose mask_probability of the bytes (never the first and last token, CLS/SEP); of those 80% ->
+    [MASK], 10% -> a random byte, 10% unchanged; the loss is on the chosen positions only."""
     chosen = torch.rand(input_ids.shape, generator=generator) < hp.mask_probability
     chosen[:, [0, -1]] = False
     labels = torch.where(chosen, input_ids, -100)
@@ -223,6 +221,59 @@ def sample_batch(arch, corpus_ids, tokenizer, hp, generator) -> dict[str, torch.
     input_ids = torch.where(chosen & (action < 0.8), tokenizer.mask_token_id, input_ids)
     input_ids = torch.where(chosen & (action >= 0.8) & (action < 0.9), random_bytes, input_ids)
     return {"input_ids": input_ids, "labels": labels}
+
+
+@dataclasses.dataclass(frozen=True)
+class TextArchitecture:
+    """A byte-level text model: its special tokens (the first ids, by their tokenizer names), the tokens around one
+    text (`single`) and a pair of texts (`pair`), as tokenizers' TemplateProcessing writes them ($A, $B: the texts),
+    the training windows wrapped alike; how a fresh model is built, (hp, tokenizer) -> model (seed the global RNG
+    first for a reproducible initialisation); and its objective,
+    (windows' ids, tokenizer, hp, generator) -> the model's inputs with their labels."""
+
+    special_tokens: dict[str, str]
+    single: str
+    pair: str
+    build: Callable[..., torch.nn.Module]
+    objective: Callable[..., dict[str, torch.Tensor]]
+
+    def around(self) -> tuple[list[str], list[str]]:
+        """The special tokens before and after one text."""
+        before, after = self.single.split("$A")
+        return before.split(), after.split()
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageArchitecture:
+    """An image classifier: how a fresh one is built, (hp, number of labels) -> model (seed the global RNG first)."""
+
+    build: Callable[..., torch.nn.Module]
+
+
+_BOS = DECODER_SPECIAL_TOKENS["bos_token"]
+# One row of facts per architecture `train` trains (the names: `models.ARCHITECTURES`, which the config's schema reads)
+ARCHITECTURE_FACTS = {
+    "gpt_neox": TextArchitecture(
+        DECODER_SPECIAL_TOKENS, f"{_BOS} $A", f"{_BOS} $A {_BOS} $B:1", _pythia, _next_token_labels
+    ),
+    "bert": TextArchitecture(
+        ENCODER_SPECIAL_TOKENS, "[CLS] $A [SEP]", "[CLS] $A [SEP] $B:1 [SEP]:1", _bert, _masked_labels
+    ),
+    "vit": ImageArchitecture(_vit),
+    "resnet": ImageArchitecture(_resnet),
+}
+
+
+def sample_batch(arch, corpus_ids, tokenizer, hp, generator) -> dict[str, torch.Tensor]:
+    """Random windows of the corpus wrapped in the tokenizer's special tokens, with the objective's labels."""
+    facts = ARCHITECTURE_FACTS[arch]
+    before, after = ([tokenizer.convert_tokens_to_ids(token) for token in side] for side in facts.around())
+    text_len = hp.seq_len - len(before) - len(after)
+    starts = torch.randint(len(corpus_ids) - text_len + 1, (hp.batch_size,), generator=generator)
+    text = torch.stack([corpus_ids[s : s + text_len] for s in starts.tolist()])
+    column = lambda token_id: torch.full((hp.batch_size, 1), token_id)  # noqa: E731
+    input_ids = torch.cat([*map(column, before), text, *map(column, after)], dim=1)
+    return facts.objective(input_ids, tokenizer, hp, generator)
 
 
 def learning_rate(step: int, total_steps: int, hp: Hyperparameters) -> float:
@@ -272,12 +323,7 @@ def train(
     actually granted, since oversubscribed cores slow CPU training by up to 10x.
     Returns the checkpoint dirs in save_steps order (sorted, deduplicated).
     """
-    if arch not in ARCHITECTURES:  # outside the workflow, whose schema refuses it first
-        raise ValueError(f"unknown arch {arch!r}; choose one of {ARCHITECTURES}")
-    valid = [field.name for field in dataclasses.fields(Hyperparameters)]
-    if unknown := sorted(set(hyperparameters) - set(valid)):
-        raise TypeError(f"unknown hyperparameter(s) {unknown}; valid ones are {valid}")
-    hp = Hyperparameters(**hyperparameters)
+    hp = _hyperparameters(arch, hyperparameters)
     if not save_steps or not all(isinstance(step, int) and step >= 0 for step in save_steps):
         raise ValueError(f"save_steps must be a non-empty list of integers >= 0, got {save_steps}")
     save_steps = sorted(set(save_steps))
@@ -299,18 +345,38 @@ def train(
         size,
     )
 
-    def save(step, loss):
-        metadata = {
-            "arch": arch,
-            "step": step,
-            "seed": seed,
-            "loss": loss,
-            "corpus": str(corpus),
-            "hyperparameters": dataclasses.asdict(hp),
-        }
+    def save(step: int, loss: float | None) -> None:
+        metadata = {"arch": arch, "step": step, "seed": seed, "loss": loss, "corpus": str(corpus)}
+        metadata["hyperparameters"] = dataclasses.asdict(hp)
         save_checkpoint(model, tokenizer, out_root / f"step{step}", metadata)
 
-    loss, save_set = None, set(save_steps)
+    _updates(arch, model, optimizer, batch, hp, total_steps, set(save_steps), save)
+    return [out_root / f"step{step}" for step in save_steps]
+
+
+def _hyperparameters(arch: str, hyperparameters: dict) -> Hyperparameters:
+    """The hyperparameters given by keyword, refused where the architecture or a name is unknown."""
+    if arch not in ARCHITECTURES:  # outside the workflow, whose schema refuses it first
+        raise ValueError(f"unknown arch {arch!r}; choose one of {ARCHITECTURES}")
+    valid = [field.name for field in dataclasses.fields(Hyperparameters)]
+    if unknown := sorted(set(hyperparameters) - set(valid)):
+        raise TypeError(f"unknown hyperparameter(s) {unknown}; valid ones are {valid}")
+    return Hyperparameters(**hyperparameters)
+
+
+def _updates(
+    arch: str,
+    model,
+    optimizer: torch.optim.AdamW,
+    batch: Callable[[], dict],
+    hp: Hyperparameters,
+    total_steps: int,
+    save_set: set[int],
+    save: Callable[[int, float | None], None],
+) -> None:
+    """`total_steps` AdamW updates on batches drawn by `batch`, on the learning-rate schedule (`learning_rate`); the
+    model saved at each step of `save_set` (step 0: before any update, with no loss)."""
+    loss = None
     if 0 in save_set:
         save(0, loss)
     model.train()
@@ -330,15 +396,15 @@ def train(
             logger.info("%s step %d/%d: loss %.4f, lr %.2e", arch, step, total_steps, loss, lr)
         if step in save_set:
             save(step, loss)
-    return [out_root / f"step{step}" for step in save_steps]
 
 
 def _model_and_batches(arch: str, corpus: Path, hp: Hyperparameters, generator: torch.Generator):
     """A fresh `arch` model, its tokenizer or image processor, a function drawing one training batch, and the
     corpus's size in words."""
-    if arch in IMAGE_ARCHITECTURES:
+    facts = ARCHITECTURE_FACTS[arch]
+    if isinstance(facts, ImageArchitecture):
         pixels, labels = load_images(corpus, hp)
-        model = build_image_model(arch, hp, int(labels.max()) + 1)
+        model = facts.build(hp, int(labels.max()) + 1)
 
         def batch():
             rows = torch.randint(len(labels), (hp.batch_size,), generator=generator)
@@ -346,7 +412,7 @@ def _model_and_batches(arch: str, corpus: Path, hp: Hyperparameters, generator: 
 
         return model, image_processor(hp), batch, f"{len(labels)} images"
     corpus_ids, tokenizer = _byte_corpus(corpus, arch, hp)
-    model = build_model(arch, hp, tokenizer)
+    model = facts.build(hp, tokenizer)
     return (
         model,
         tokenizer,

@@ -170,11 +170,36 @@ def analyse(
             f"{checkpoint.model} has {X.shape[1]} dimensions; cannot remove {bad} directions: lower "
             "rajaee_pilehvar.directions / rajaee_pilehvar.least_directions"
         )
+    chosen = variants(directions, list(least))
+    rows = _settings_rows(X, occurrence_of_token, pairs, seeds, kmeans, clusters, chosen, device, checkpoint.model)
+    table = pd.DataFrame(rows).assign(
+        layer=len(layers) + table_layer if table_layer < 0 else table_layer,
+        tokens=len(X),
+        texts=len(texts),
+        pairs=len(pairs),
+        dtype=forward_dtype,
+    )
+    view = _pca_view(X, index.loc[words, "token_id"].to_numpy(), seeds[0], figure_tokens)
+    return table, per_layer(layers, index, texts, device).assign(dtype=forward_dtype), view
+
+
+def _settings_rows(
+    X: np.ndarray,
+    occurrence_of_token: np.ndarray,
+    pairs: pd.DataFrame,
+    seeds: tuple[int, ...],
+    kmeans: str,
+    clusters: int,
+    chosen: list[dict],
+    device: str,
+    model: str,
+) -> list[dict]:
+    """One row per seed and variant of `chosen`: the STS performance and isotropy of `X` transformed by it."""
     basis, measured, rows = transforms.principal_directions(X), {}, []
     for seed in seeds:
         labels = transforms.cluster_labels(X, clusters, seed, kmeans)
         bases = transforms.cluster_directions(X, labels)
-        for variant in variants(directions, list(least)):
+        for variant in chosen:
             key = (variant["setting"], variant["which"], variant["removed"])
             if variant["setting"] in CLUSTERED or key not in measured:  # the others are the same for every seed
                 Y = transforms.transform(
@@ -190,19 +215,16 @@ def analyse(
                     performance=pair_performance(Y, occurrence_of_token, pairs["score"]), **isotropy(Y, device)
                 )
             rows.append(dict(seed=seed, **variant, **measured[key]))
-            logger.info("%s: %s", checkpoint.model, rows[-1])
-    table = pd.DataFrame(rows).assign(
-        layer=len(layers) + table_layer if table_layer < 0 else table_layer,
-        tokens=len(X),
-        texts=len(texts),
-        pairs=len(pairs),
-        dtype=forward_dtype,
-    )
+            logger.info("%s: %s", model, rows[-1])
+    return rows
 
-    sample = np.random.default_rng(seeds[0]).permutation(len(X))[:figure_tokens]
-    view = pd.DataFrame(PCA(2, random_state=seeds[0]).fit_transform(X)[sample], columns=["pc1", "pc2"])
-    view["token_id"] = index.loc[words, "token_id"].to_numpy()[sample]
-    return table, per_layer(layers, index, texts, device).assign(dtype=forward_dtype), view
+
+def _pca_view(X: np.ndarray, token_ids: np.ndarray, seed: int, figure_tokens: int) -> pd.DataFrame:
+    """The 2-D PCA of `X` on a sample of `figure_tokens` of its tokens (drawn with `seed`), with their token ids."""
+    sample = np.random.default_rng(seed).permutation(len(X))[:figure_tokens]
+    view = pd.DataFrame(PCA(2, random_state=seed).fit_transform(X)[sample], columns=["pc1", "pc2"])
+    view["token_id"] = token_ids[sample]
+    return view
 
 
 def per_layer(layers: list[np.ndarray], index: pd.DataFrame, texts: list[str], device: str = "auto") -> pd.DataFrame:

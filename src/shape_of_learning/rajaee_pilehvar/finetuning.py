@@ -103,22 +103,10 @@ def finetune(
     sentence-transformers' fit started from the same seed. Deterministic for a `seed` on one machine and thread
     count. Writes ``out_dir/finetuning.json`` with the settings and the loss of every step; returns that record.
     """
-    if not (pairs["score"].between(0, scale)).all():
-        raise ValueError(
-            f"scores must lie in [0, scale={scale}] to become labels in [0, 1]; got "
-            f"[{pairs['score'].min()}, {pairs['score'].max()}]: set the dataset's `scale`"
-        )
+    _check_scores(pairs, scale)
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    tokenizer = network.retry(
-        lambda: AutoTokenizer.from_pretrained(location, revision=revision), what=f"loading the tokenizer of {location}"
-    )
-    # float32 whatever the checkpoint was saved in, as Sentence-BERT trains (no mixed precision)
-    model = network.retry(
-        lambda: AutoModel.from_pretrained(location, revision=revision, use_safetensors=True, dtype=torch.float32),
-        what=f"loading the weights of {location}",
-    )
-    model = model.to(device).train()
+    tokenizer, model = _load_encoder(location, revision, device)
     torch.manual_seed(seed)
     batches = torch.utils.data.DataLoader(
         range(len(pairs)), batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed)
@@ -127,28 +115,8 @@ def finetune(
     optimizer = torch.optim.AdamW(parameter_groups(model), lr=learning_rate)
     schedule = get_linear_schedule_with_warmup(optimizer, math.ceil(warmup_fraction * total), total)
     labels = torch.tensor(pairs["score"].to_numpy() / scale, dtype=torch.float32)
-    losses = []
     with tqdm(total=total, desc=f"fine-tune {location}", unit="step") as progress:
-        while len(losses) < total:
-            for rows in batches:
-                loss = cosine_loss(
-                    model,
-                    tokenizer,
-                    pairs["text1"].iloc[rows].tolist(),
-                    pairs["text2"].iloc[rows].tolist(),
-                    labels[rows],
-                    max_length,
-                )
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
-                optimizer.step()
-                optimizer.zero_grad()
-                schedule.step()
-                losses.append(loss.item())
-                progress.update()
-                progress.set_postfix(loss=f"{losses[-1]:.4f}")
-                if len(losses) == total:
-                    break
+        losses = _train(model, tokenizer, pairs, labels, batches, optimizer, schedule, total, max_length, progress)
     logger.info("fine-tuned %s for %d steps: loss %.4f -> %.4f", location, total, losses[0], losses[-1])
     record = dict(
         base=location,
@@ -166,11 +134,75 @@ def finetune(
         max_grad_norm=MAX_GRAD_NORM,
         losses=losses,
     )
-    tmp = Path(out_dir).with_name(f".{Path(out_dir).name}.tmp")
+    _save(model, tokenizer, record, Path(out_dir))
+    return record
+
+
+def _check_scores(pairs: pd.DataFrame, scale: float) -> None:
+    if not (pairs["score"].between(0, scale)).all():
+        raise ValueError(
+            f"scores must lie in [0, scale={scale}] to become labels in [0, 1]; got "
+            f"[{pairs['score'].min()}, {pairs['score'].max()}]: set the dataset's `scale`"
+        )
+
+
+def _load_encoder(location: str, revision: str | None, device: str) -> tuple:
+    """The tokenizer and the encoder at `location`, the encoder on `device` in training mode."""
+    tokenizer = network.retry(
+        lambda: AutoTokenizer.from_pretrained(location, revision=revision), what=f"loading the tokenizer of {location}"
+    )
+    # float32 whatever the checkpoint was saved in, as Sentence-BERT trains (no mixed precision)
+    model = network.retry(
+        lambda: AutoModel.from_pretrained(location, revision=revision, use_safetensors=True, dtype=torch.float32),
+        what=f"loading the weights of {location}",
+    )
+    return tokenizer, model.to(device).train()
+
+
+def _train(
+    model,
+    tokenizer,
+    pairs: pd.DataFrame,
+    labels: torch.Tensor,
+    batches,
+    optimizer,
+    schedule,
+    total: int,
+    max_length: int,
+    progress,
+) -> list[float]:
+    """`total` updates over the shuffled `batches`, epoch after epoch; the loss of each."""
+    losses = []
+    while len(losses) < total:
+        for rows in batches:
+            loss = cosine_loss(
+                model,
+                tokenizer,
+                pairs["text1"].iloc[rows].tolist(),
+                pairs["text2"].iloc[rows].tolist(),
+                labels[rows],
+                max_length,
+            )
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
+            optimizer.step()
+            optimizer.zero_grad()
+            schedule.step()
+            losses.append(loss.item())
+            progress.update()
+            progress.set_postfix(loss=f"{losses[-1]:.4f}")
+            if len(losses) == total:
+                break
+    return losses
+
+
+def _save(model, tokenizer, record: dict, out_dir: Path) -> None:
+    """The fine-tuned model, its tokenizer and `record` (finetuning.json) written to a temporary sibling of `out_dir`,
+    then renamed into its place."""
+    tmp = out_dir.with_name(f".{out_dir.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     (tmp / "finetuning.json").write_text(json.dumps(record, indent=2) + "\n")
     shutil.rmtree(out_dir, ignore_errors=True)
     tmp.rename(out_dir)
-    return record
