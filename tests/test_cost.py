@@ -12,13 +12,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import transformers
 import yaml
 from huggingface_hub import constants
 from safetensors.numpy import save_file
 
 from shape_of_learning.__main__ import main
-from shape_of_learning.cost import disk, model_sizes
+from shape_of_learning.cost import disk, model_sizes, model_table
 from shape_of_learning.cost import device_time as cost
 from shape_of_learning.cost.calibration import CALIBRATIONS, Calibration, write_rate
 from shape_of_learning.cost.model_sizes import ModelSize
@@ -254,21 +253,34 @@ def test_locks_and_local_folders_refine_the_table_and_what_none_knows_stays_unkn
     assert model_sizes.local(offline / "not-trained-yet") is None
 
 
-def test_the_table_s_counts_are_those_of_the_models_built_from_their_published_configs():
-    """T5, ByT5, Pythia, GPT-2 and BERT built on the meta device from their config.json's fields (tests/data, each
-    with its source): the table's parameters and forward parameters, T5's tied embedding left out once."""
-    published = json.loads((REPO / "tests/data/model_configs.json").read_text())
-    for hub_id, spec in ((key, value) for key, value in published.items() if not key.startswith("_")):
-        fields = dict(spec["config"])
-        config = transformers.AutoConfig.for_model(fields.pop("model_type"), **fields)
-        row = model_sizes.table()[hub_id]
-        assert model_sizes.counted(spec["architecture"], spec["body"], config) == (
-            row.parameters,
-            row.forward_parameters,
-        ), hub_id
-    t5 = published["google-t5/t5-base"]["config"]  # the encoder's 12 blocks and final norm, by hand
+def test_the_committed_model_table_is_what_its_committed_configs_give():
+    """Every row regenerated from its published config.json fields (cost/model_configs.json, each with its source),
+    built on the meta device: T5, ByT5, Pythia, GPT-2, BERT and the rest (`python -m ...cost.model_table --check`)."""
+    assert model_table.differing(model_table.rows()) == []
+
+
+def test_a_config_field_that_changes_a_count_or_a_missing_row_is_named():
+    with model_sizes.TABLE.open(newline="") as stream:
+        committed = list(csv.DictReader(stream))
+    pythia = model_table.published()["EleutherAI/pythia-70m"]
+    wider = model_table.row("EleutherAI/pythia-70m", {**pythia, "config": {**pythia["config"], "hidden_size": 1024}})
+    assert int(wider["parameters"]) > model_sizes.table()["EleutherAI/pythia-70m"].parameters
+    generated = [wider if row["hub_id"] == "EleutherAI/pythia-70m" else row for row in committed]
+    assert model_table.differing(generated) == ["EleutherAI/pythia-70m"]
+    assert model_table.differing(committed[1:]) == [committed[0]["hub_id"]]
+
+
+def test_t5_and_albert_counts_by_hand():
+    """T5's encoder: its 12 blocks and final norm, the tied embedding left out once; ALBERT's one layer counted at
+    each of its 12 uses, beside its 128-to-768 mapping and embedding norm."""
+    table, published = model_sizes.table(), model_table.published()
+    t5 = published["google-t5/t5-base"]["config"]
     d, ff = t5["d_model"], t5["d_ff"]
-    assert model_sizes.table()["google-t5/t5-base"].forward_parameters == 12 * (4 * d * d + 2 * d * ff + 2 * d) + d
+    assert table["google-t5/t5-base"].forward_parameters == 12 * (4 * d * d + 2 * d * ff + 2 * d) + d
+    albert = published["albert/albert-base-v2"]["config"]
+    h, ff, e = albert["hidden_size"], albert["intermediate_size"], albert["embedding_size"]
+    layer = 4 * (h * h + h) + 2 * h + (h * ff + ff) + (ff * h + h) + 2 * h
+    assert table["albert/albert-base-v2"].forward_parameters == 12 * layer + (e * h + h) + 2 * e
 
 
 def test_the_committed_table_sizes_every_configured_hub_model_offline(tmp_path, monkeypatch):

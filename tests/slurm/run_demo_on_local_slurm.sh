@@ -83,6 +83,6 @@ placed=$(grep -h -o "shards in .*" "$workdir"/logs/extract_hidden_states/*/*.log
 echo "shards of $(wc -l <<< "$placed") extractions, e.g. $(head -1 <<< "$placed")"
 elsewhere=$(grep -v "^shards in $scratch/.*: tmpfs at $scratch," <<< "$placed" || true)
 [ -z "$elsewhere" ] || { echo "FAIL: shards not on the node's scratch $scratch:"$'\n'"$elsewhere" >&2; exit 1; }
-left=$(find "$scratch" "$workdir" -path '*/embeddings/*' -name '*.parquet' | head -3)
-[ -z "$left" ] || { echo "FAIL: shards left behind, e.g.:"$'\n'"$left" >&2; exit 1; }
-echo "every checkpoint's shards on the node's scratch ($scratch, tmpfs), none left behind"
+left=$(find "$scratch" "$workdir" -path '*/embeddings/*/*' | head -3)  # a checkpoint's folder, or a shard in one
+[ -z "$left" ] || { echo "FAIL: shard folders left behind, e.g.:"$'\n'"$left" >&2; exit 1; }
+echo "every checkpoint's shards on the node's scratch ($scratch, tmpfs), no shard folder left behind"

@@ -5,6 +5,7 @@
 import atexit
 import functools
 import logging
+import shutil
 import time
 
 from snakemake.logging import LogEvent
@@ -187,6 +188,23 @@ def shards_stay_on_the_nodes(wildcards):
                           "scratch=/tmp (profiles/slurm's) to it, or the absolute path of a folder on the shared "
                           "filesystem to keep them there (docs/cluster.md)")
     return []
+
+
+def remove_group_shards():
+    """At the exit of a Snakemake process that ran a checkpoint's group job on a node, whatever its outcome (atexit):
+    remove the checkpoint's shard folder from the node's scratch, the group job's own (results root, model and
+    checkpoint name it). A finished group has deleted them already (temp); after a failed job, or SLURM's SIGTERM at a
+    time limit, a preemption or an scancel (Snakemake's scheduler then exits normally), nothing else would: the main
+    process cannot reach a node's disk, and `onerror` does not run in jobs (Snakemake starts them with --no-hooks).
+    The Snakemake command a SLURM job runs cannot be wrapped in a shell trap: the plugin writes it whole."""
+    for target in getattr(workflow.dag_settings, "target_jobs", None) or ():  # None where parsing failed
+        if target.rulename == "extract_hidden_states":  # the job that wrote them; group-local temp: its metrics too
+            model, checkpoint = target.wildcards_dict["model"], target.wildcards_dict["checkpoint"]
+            shutil.rmtree(paths.shards(model, checkpoint, scratch=SCRATCH), ignore_errors=True)
+
+
+if workflow.remote_exec and SCRATCH is not None:  # a job's processes on a node (the batch script's, its job step's)
+    atexit.register(remove_group_shards)
 
 
 def shards_output():

@@ -16,8 +16,9 @@ repositories of their own, as TinyLlama's, is read from its entry's):
   `mirror` (a gated repository: a public copy's file tree), `no` (parameters x bytes of the dtype, plus the buffers
   the note names, not checked against the Hub); source, note.
 
-Locks and the Hugging Face cache refine the download (`cost.disk`); a local directory's sizes come from its
-safetensors headers (`local`).
+The table is generated from the models' published config.json fields (model_configs.json, each with its source) by
+`python -m shape_of_learning.cost.model_table`. Locks and the Hugging Face cache refine the download (`cost.disk`);
+a local directory's sizes come from its safetensors headers (`local`).
 """
 
 import csv
@@ -70,27 +71,40 @@ def of(model: str, models: dict[str, dict], checkpoints: dict[str, list]) -> Mod
     return size
 
 
-def counted(architecture: str, body: str, config) -> tuple[int, int]:
+def counted(architecture: str, body: str, config, body_options: dict | None = None) -> tuple[int, int]:
     """The table's `parameters` and `forward_parameters` of a transformers `config`, built on torch's meta device (no
     memory, no download): every parameter of the checkpoint's `architecture` (a transformers class name, as its
-    config.json's `architectures` names it); and those of the `body` the extraction runs (T5EncoderModel for T5 and
-    ByT5: the encoder alone), every embedding table left out once, a table two modules share (T5's `shared` and
-    its encoder's `embed_tokens`) counted once. ALBERT's layer, shared across its depth, is counted once here; the
-    table counts it at each use."""
+    config.json's `architectures` names it); and those of the `body` the extraction runs (built with `body_options`,
+    such as `add_pooling_layer: false`; the encoder alone for T5, ByT5 and Whisper), every embedding table
+    left out once, a table two modules share (T5's `shared` and its encoder's `embed_tokens`) counted once, and
+    ALBERT's layer groups, shared across its depth, counted at each use (model_table regenerates the table)."""
     import torch
     import transformers
 
     with torch.device("meta"):
         full = getattr(transformers, architecture)(config)
-        options = {"add_pooling_layer": False} if body in ("BertModel", "RobertaModel") else {}  # as their LM heads
-        runs = getattr(transformers, body)(config, **options)
+        runs = _transformers_class(body, config.model_type)(config, **(body_options or {}))
     tables = {
         id(p): p.numel()
         for module in runs.modules()
         if isinstance(module, torch.nn.Embedding)
         for p in module.parameters(recurse=False)
     }
-    return (sum(p.numel() for p in full.parameters()), sum(p.numel() for p in runs.parameters()) - sum(tables.values()))
+    forward = sum(p.numel() for p in runs.parameters()) - sum(tables.values())
+    if shared := getattr(getattr(runs, "encoder", None), "albert_layer_groups", None):
+        uses = config.num_hidden_layers // config.num_hidden_groups  # each group runs this many times
+        forward += (uses - 1) * sum(p.numel() for p in shared.parameters())
+    return sum(p.numel() for p in full.parameters()), forward
+
+
+def _transformers_class(name: str, model_type: str):
+    """A transformers class by name: exported, or of its model type's modeling module (Whisper's encoder)."""
+    import importlib
+
+    import transformers
+
+    module = f"transformers.models.{model_type}.modeling_{model_type}"
+    return getattr(transformers, name, None) or getattr(importlib.import_module(module), name)
 
 
 def local(folder: Path) -> ModelSize | None:
