@@ -103,11 +103,14 @@ def test_the_sts_stand_in_is_read_as_sts_b_and_the_same_bytes_each_time(tmp_path
 def test_a_fault_never_met_or_a_partial_download_fails_the_rehearsal(tmp_path, capsys):
     (tmp_path / "hub").mkdir()
     with LocalHub(tmp_path / "hub", faults=[Fault("/never/*", status=500)]) as hub:
+        assert check_faults(hub, tmp_path / "hf-home", fresh=True) == 1  # an empty cache downloads every file
+        assert check_faults(hub, tmp_path / "hf-home", fresh=False) == 0  # a rerun may download nothing
         (tmp_path / "hf-home/hub/models--a--b/blobs").mkdir(parents=True)
         (tmp_path / "hf-home/hub/models--a--b/blobs/0123.incomplete").write_bytes(b"part")
-        assert check_faults(hub, tmp_path / "hf-home") == 1
-    errors = capsys.readouterr().err
-    assert "fault /never/* was never met" in errors and "0123.incomplete" in errors
+        assert check_faults(hub, tmp_path / "hf-home", fresh=False) == 1
+    output = capsys.readouterr()
+    assert "fault /never/* was never met" in output.err and "0123.incomplete" in output.err
+    assert "its file was in the cache already" in output.out
 
 
 def test_a_branch_that_does_not_exist_is_refused_naming_the_branches_there_are(monkeypatch, tmp_path):

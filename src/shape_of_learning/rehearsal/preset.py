@@ -24,7 +24,6 @@ from shape_of_learning.rehearsal import structure, twins
 
 PRESET = Path("presets/rehearsal.yaml")
 FOLDER = ".rehearsal"  # what the rehearsal builds and serves (shape_of_learning.rehearsal.__main__), gitignored
-TINYLLAMA_LIKE = 3  # a series published one repository per checkpoint keeps its first, middle and last
 
 # What a twin and 2 cores need, over the paper's settings (a deep merge; lists replace)
 SCALE = {
@@ -62,16 +61,6 @@ SCALE = {
 def variant(entry: dict, row: structure.Structure) -> tuple:
     """What decides how a model is pinned, downloaded, loaded and read: models with the same variant differ in size
     only."""
-    checkpoints = entry.get("checkpoints")
-    form = (
-        "schedule"
-        if isinstance(checkpoints, dict)
-        else "repositories"
-        if checkpoints and isinstance(checkpoints[0], dict)
-        else "branches"
-        if checkpoints
-        else "main"
-    )
     sharded = any("-of-" in name for name in row.weight_files)
     formats = tuple(sorted({Path(name).suffix for name in row.weight_files}))
     return (
@@ -86,13 +75,21 @@ def variant(entry: dict, row: structure.Structure) -> tuple:
         row.gated,
         entry.get("modality", "text"),
         entry.get("text_unit"),
-        form,
+        _checkpoint_form(entry.get("checkpoints")),
     )
+
+
+def _checkpoint_form(checkpoints) -> str:
+    if isinstance(checkpoints, dict):
+        return "schedule"
+    if checkpoints:
+        return "repositories" if isinstance(checkpoints[0], dict) else "branches"
+    return "main"
 
 
 def _figure_lists(figures: dict):
     """Each list of model names in the figures section, with a function that replaces it."""
-    for name, entry in figures.items():
+    for entry in figures.values():
         items = entry if isinstance(entry, list) else [entry]
         for item in items:
             if isinstance(item, dict) and isinstance(item.get("models"), list):
@@ -127,7 +124,8 @@ def representatives(models: dict[str, dict], figures: dict, pairs: list[dict]) -
 
 
 def twin_entry(entry: dict) -> dict:
-    """A model entry on its twin: the twin's depth and branches (a tokenizer elsewhere, gating as published)."""
+    """A model entry on its twin: the twin's depth and branches; a series of one repository per checkpoint
+    (TinyLlama's) keeps its first, middle and last."""
     entry = copy.deepcopy(entry)
     if "finetune" in entry:
         entry["layers"] = twins.LAYERS
@@ -140,7 +138,7 @@ def twin_entry(entry: dict) -> dict:
         entry["checkpoints"] = list(row.revisions)
     elif checkpoints:
         middle = len(checkpoints) // 2
-        entry["checkpoints"] = [checkpoints[0], checkpoints[middle], checkpoints[-1]][:TINYLLAMA_LIKE]
+        entry["checkpoints"] = [checkpoints[0], checkpoints[middle], checkpoints[-1]]
     return entry
 
 
