@@ -224,24 +224,20 @@ def test_extraction_reads_what_the_download_jobs_fetched_and_opens_no_connection
             "NETWORK_GUARD_LOG": str(log),
             "PYTHONPATH": os.pathsep.join([str(GUARD), env.get("PYTHONPATH", "")]),
         }
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "snakemake",
-                "--snakefile",
-                str(REPO / "Snakefile"),
-                "--directory",
-                str(tmp_path),
-                "--configfile",
-                str(tmp_path / "config.yaml"),
-                "--cores",
-                "2",
-            ],
-            capture_output=True,
-            text=True,
-            env=env,
-        )
+        command = [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--snakefile",
+            str(REPO / "Snakefile"),
+            "--directory",
+            str(tmp_path),
+            "--configfile",
+            str(tmp_path / "config.yaml"),
+            "--cores",
+            "2",
+        ]
+        result = subprocess.run(command, capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr[-4000:]
     connections = [json.loads(line) for line in log.read_text().splitlines()]
     by_job = {}
@@ -269,6 +265,10 @@ def test_extraction_reads_what_the_download_jobs_fetched_and_opens_no_connection
     assert order.index(("end", "step0")) < order.index(("start", "step2"))
     assert order.index(("end", "step1")) < order.index(("start", "step3"))
     assert not list((tmp_path / "results/weights").rglob("*.json"))  # the receipts are temporary
+
+    # a rerun (a resume after a stop) finds nothing to do: step2's and step3's downloads keep the gates they waited on
+    rerun = subprocess.run([*command, "--dry-run"], capture_output=True, text=True, env=env | {"HF_HUB_OFFLINE": "1"})
+    assert rerun.returncode == 0 and "Nothing to be done" in rerun.stdout + rerun.stderr, rerun.stdout[-3000:]
 
 
 @pytest.mark.slow

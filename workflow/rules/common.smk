@@ -8,6 +8,7 @@ import logging
 import shutil
 import time
 
+from snakemake.io import IOFile
 from snakemake.logging import LogEvent
 
 from shape_of_learning.experiment import results_root
@@ -230,9 +231,16 @@ GATES = (EXPERIMENT.download_gates(lambda ckpt: not Path(paths.manifest(ckpt.mod
 
 
 def download_gate(wildcards):
-    """The manifest of the extraction a checkpoint's download waits for, if any."""
+    """The manifest of the extraction a checkpoint's download waits for, if any. A download that has run (its
+    checkpoint extracted, or its receipt still there) keeps the gate it waited on, as Snakemake recorded its inputs:
+    a set of inputs changed since would make a rerun (a resume) download and extract it again."""
+    receipt = paths.weights_receipt(wildcards.model, wildcards.checkpoint)
     gate = GATES.get((wildcards.model, wildcards.checkpoint))
-    return ancient(paths.manifest(gate.model, gate.name)) if gate else []
+    if gate and not Path(receipt).exists():
+        return ancient(paths.manifest(gate.model, gate.name))
+    recorded = (workflow.persistence.input(IOFile(receipt)) if workflow.persistence else None) or []
+    pin = paths.lock(wildcards.model, wildcards.checkpoint)
+    return [ancient(path) for path in recorded if path != pin and Path(path).exists()]
 
 
 def finetuning_data(wildcards):
