@@ -16,6 +16,7 @@ import copy
 from pathlib import Path
 
 import yaml
+from snakemake.utils import update_config
 
 from shape_of_learning import DEFAULT_CONFIG, REPOSITORY
 from shape_of_learning.experiment import results_root
@@ -25,7 +26,7 @@ from shape_of_learning.rehearsal import structure, twins
 PRESET = Path("presets/rehearsal.yaml")
 FOLDER = ".rehearsal"  # what the rehearsal builds and serves (shape_of_learning.rehearsal.__main__), gitignored
 
-# What a twin and 2 cores need, over the paper's settings (a deep merge; lists replace)
+# What a twin and 2 cores need, over the paper's settings (merged as a --configfile overlay: lists replace)
 SCALE = {
     results_root.KEY: "results-rehearsal",
     # gensim's Wikipedia sample (the demo's corpus, MediaWiki XML as enwik8 is) stands in for the 100 MB download
@@ -142,12 +143,6 @@ def twin_entry(entry: dict) -> dict:
     return entry
 
 
-def _merge(base: dict, over: dict) -> dict:
-    for key, value in over.items():
-        base[key] = _merge(base.get(key) or {}, value) if isinstance(value, dict) else value
-    return base
-
-
 def rehearsal_config(paper: dict) -> dict:
     """The rehearsal's config from the paper's."""
     config = copy.deepcopy(paper)
@@ -155,7 +150,8 @@ def rehearsal_config(paper: dict) -> dict:
     for names, replace in list(_figure_lists(config["figures"])):
         replace([model for model in names if model in kept])
     config["models"] = {model: twin_entry(config["models"][model]) for model in kept}
-    return _merge(config, SCALE)
+    update_config(config, copy.deepcopy(SCALE))  # as Snakemake merges a --configfile overlay
+    return config
 
 
 HEADER = """\
