@@ -88,6 +88,14 @@ def test_the_float32_guard_is_what_keeps_close_neighbours_exact(monkeypatch):
     assert np.abs(knn_distances(X, 2).numpy() / exact - 1).max() > 1e-3
 
 
+@pytest.mark.parametrize("elements", [1, 100 * 12 * 7, 1 << 30])  # a row, 7 rows, every row at once
+def test_the_exact_recomputation_gives_the_same_distances_in_blocks_of_any_size(monkeypatch, elements):
+    X = embed(helix(1500, 0), 12, 1000.0, 0)  # every row at risk: its nearest neighbour within 1% of |x|
+    expected = knn_distances(X, 100)
+    monkeypatch.setattr(neighbours, "EXACT_BLOCK_ELEMENTS", elements)
+    assert torch.equal(knn_distances(X, 100), expected)
+
+
 @pytest.mark.parametrize(
     "ours, theirs",
     [
