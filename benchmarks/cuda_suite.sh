@@ -48,13 +48,8 @@ EOF
 step demo 300 python3 -m snakemake --snakefile "$PWD/Snakefile" --directory "$demo" --cores "$(nproc)" \
     --configfile "$demo/demo.yaml" --quiet rules
 step demo_verify 60 python3 -m shape_of_learning verify "$demo/demo.yaml" --directory "$demo"
-python3 - "$demo" > "$out/demo_jobs.txt" <<'EOF'
-import glob, sys, pandas as pd
-rows = [pd.read_csv(f, sep="\t").assign(rule=f.split("/benchmarks/")[1].split("/")[0]) for f in
-        glob.glob(f"{sys.argv[1]}/results/benchmarks/**/*.tsv", recursive=True)]
-print(pd.concat(rows).groupby("rule")["s"].describe()[["count", "mean", "max"]].round(2))
-EOF
+python3 benchmarks/job_seconds.py "$demo/results" > "$out/demo_jobs.txt"
 cat "$out/demo_jobs.txt"; cp -r "$demo/results/tables" "$out/demo_tables" 2>/dev/null
-step precision 150 python3 benchmarks/precision_effect.py --path "$demo/results/models/demo-pythia/step300" \
+step precision 150 python3 benchmarks/precision_effect.py --path "$demo/results/models/demo-pythia/step200" \
     --kind decoder --layers 4 --device cuda --tokens 8192 --batch-size 2048 --text "$xml"
 exit $status
