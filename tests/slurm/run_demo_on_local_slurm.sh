@@ -50,7 +50,7 @@ scratch=$(bash tests/slurm/local_cluster.sh scratch)
   done ) > "$workdir/gpu_jobs_running.txt" &
 background+=($!)
 # One extraction fails on its first attempt (a test switch): the profile's retries must complete the run.
-failing=demo-pythia/step4
+failing=demo-pythia/step8  # a checkpoint of the demo and of its CI overlay
 run "$workdir" env SHAPE_OF_LEARNING_FAIL_FIRST_ATTEMPT=$failing .venv/bin/snakemake --profile profiles/slurm \
     --profile tests/slurm/profile --configfile "${presets[@]}" --config scratch="$scratch" --directory "$workdir"
 echo "$label through SLURM: $seconds s, load average $load ($workdir)"
