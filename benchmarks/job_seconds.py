@@ -20,7 +20,8 @@ BENCHMARKS = Path(paths.benchmark("rule")).parent.relative_to(paths.RESULTS)
 
 
 def job_seconds(results: Path) -> pd.DataFrame:
-    """One row per job of the run in `results`: its rule and the wall seconds Snakemake measured (column "s")."""
+    """One row per job of the run in `results`: its rule and the wall seconds Snakemake measured (column "s"; the
+    sum of a benchmark's rows where the rule repeats its job)."""
     root = results / BENCHMARKS
     files = sorted(root.rglob("*.tsv"))
     if not files:
@@ -29,7 +30,7 @@ def job_seconds(results: Path) -> pd.DataFrame:
         [
             {
                 "rule": file.relative_to(root).parts[0].removesuffix(".tsv"),
-                "s": pd.read_csv(file, sep="\t")["s"].iloc[-1],
+                "s": pd.read_csv(file, sep="\t")["s"].sum(),
             }
             for file in files
         ]
