@@ -16,7 +16,7 @@ Targets (GitHub issue 4): ours >= 10x faster than skdim's three; ours within 2x 
 --repeats runs (skdim: --skdim-repeats). The batch is hidden-state-like: a Gaussian with a power-law spectrum
 and a common offset. With --near-duplicates it is a byte-level model's instead: n / 8 such vectors, each repeated
 with a 2% perturbation, so that most rows' nearest neighbour is close enough for the exact float64 recomputation
-(metrics/neighbours.py); a last line then times that recomputation in cache-sized blocks against one block.
+(metrics/neighbours.py); a last line per D then times that recomputation in cache-sized blocks against one block.
 """
 
 import argparse
