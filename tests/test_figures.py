@@ -254,7 +254,7 @@ def test_a_model_whose_every_checkpoint_is_flagged_is_an_error_that_suggests_mar
         figures.anisotropy_by_layer(flagged, *outputs(tmp_path, "x"), models=["dec8"], **FIGURE_1)
 
 
-def test_the_loss_figure_draws_each_loss_and_its_fit_and_crosses_out_the_flagged(tmp_path):
+def test_the_loss_figure_draws_each_loss_with_its_margin_and_crosses_out_the_flagged(tmp_path):
     pins = [
         {
             "model": "dec",
@@ -266,30 +266,37 @@ def test_the_loss_figure_draws_each_loss_and_its_fit_and_crosses_out_the_flagged
         for step in (0, 1, 10, 100, 1000)
     ]
     losses = {0: 5.5, 1: 4.0, 10: 1.0, 100: 3.0, 1000: 2.9}  # step10: a later model's loss early
+    spread = 2.0  # nats per token, over 4096 tokens: a standard error of 2 / 64
     manifests = [
         {
             "checkpoint": pin["checkpoint"],
             "step": pin["step"],
             "dtype": "float32",
             "fingerprint": {"layers": [[pin["step"]]]},
-            "loss": {"kind": "next-token", "value": losses[pin["step"]], "tokens": 4096},
+            "loss": {
+                "kind": "next-token",
+                "value": losses[pin["step"]],
+                "tokens": 4096,
+                "sum_squares": 4095 * spread**2 + 4096 * losses[pin["step"]] ** 2,
+            },
         }
         for pin in pins
     ]
     health = assess(pins, manifests, load_config(REPO / "config.yaml")["health"])
-    figure = loss_across_checkpoints(health, "dec", *outputs(tmp_path, "loss"))
+    figure = loss_across_checkpoints(health, "dec", *outputs(tmp_path, "loss"), standard_errors=3)
     assert_written(tmp_path, "loss")
     (ax,) = figure.axes
     lines = plotted(ax)
     np.testing.assert_array_equal(lines["dec"][0], [0, 1, 100, 1000])  # the line joins the genuine ones only
     np.testing.assert_allclose(lines["dec"][1], [5.5, 4.0, 3.0, 2.9])
-    np.testing.assert_allclose(lines["non-increasing fit"][1], [5.5, 4.0, 3.0, 3.0, 2.9])  # step10 at what may be
+    bars = [segment for collection in ax.collections for segment in getattr(collection, "get_segments", list)()]
+    np.testing.assert_allclose([b[1][1] - b[0][1] for b in bars], [6 * spread / 64] * 5, rtol=1e-6)  # +- 3 errors
     np.testing.assert_array_equal(ax.collections[-1].get_offsets(), [[10, 1.0]])  # crossed out
-    assert ax.get_ylabel() == "Next-token loss (nats)" and "dec/step10 (out of place: loss 1 where" in footnote_text(
+    assert ax.get_ylabel() == "Next-token loss (nats)" and "dec/step10 (out of place: loss 1 below" in footnote_text(
         figure
     )
     with pytest.raises(ValueError, match="'enc' has no loss at any training checkpoint.*leave it out of"):
-        loss_across_checkpoints(health.assign(model="enc", loss=None), "enc", *outputs(tmp_path, "none"))
+        loss_across_checkpoints(health.assign(model="enc", loss=None), "enc", *outputs(tmp_path, "none"), 3)
 
 
 def test_layer_average_can_leave_out_the_embedding_and_final_norm_layers(summary, tmp_path):

@@ -161,7 +161,7 @@ def _log_job(name: str, metadata: dict, stream: dict, load_seconds: float, loss_
         stream["seconds"],
         stream["tokens_per_second"],
         load_seconds,
-        loss_record,
+        {key: value for key, value in loss_record.items() if key != "per_token"},
     )
 
 

@@ -14,9 +14,14 @@ which would be one or two articles), in nats:
   training), the loss averaged over the masked tokens.
 
 Each record also carries the per-token losses' sum of squares (`sum_squares`), from which the health stage computes
-the loss's standard error (`shape_of_learning.health.assess`), and the head's number of classes (`vocab_size`): a
-uniform guess over them scores ln(vocab_size), the bound a broken checkpoint's loss lies above.
+the loss's standard error (`shape_of_learning.health.assess`); the per-token losses themselves (`per_token`) and a
+digest of the tokens they predict (`targets`): every checkpoint of a model predicts the same tokens, so where the
+digests agree the health stage takes the standard error of a difference of two losses from their paired per-token
+differences, far smaller than two independent errors; and the head's number of classes (`vocab_size`): a uniform
+guess over them scores ln(vocab_size), the bound a broken checkpoint's loss lies above.
 """
+
+import hashlib
 
 import numpy as np
 import torch
@@ -30,7 +35,7 @@ class NextTokenLoss:
 
     def __init__(self, budget: int, n_tokens: int):
         self.budget, self.n_tokens, self.stride = budget, n_tokens, max(1, n_tokens // budget)
-        self.total, self.squares, self.count, self.seen, self.pending, self.classes = 0.0, 0.0, 0, 0, 0, None
+        self.losses, self.targets, self.count, self.seen, self.pending, self.classes = [], [], 0, 0, 0, None
 
     def positions(self, kept: torch.Tensor) -> torch.Tensor:
         """The (B, L) positions whose logits predict this batch's share of the loss's tokens: p - 1 for each chosen
@@ -46,16 +51,18 @@ class NextTokenLoss:
 
     def add(self, logits: torch.Tensor, input_ids: torch.Tensor, positions: torch.Tensor) -> None:
         """`logits` (n, vocabulary) at the n `positions` (row-major order), whose targets are the next input ids."""
-        targets = input_ids[:, 1:][positions[:, :-1]].to(logits.device)
-        # summed on the device in float64 (as Python floats would be): no GPU wait per batch
-        losses = torch.nn.functional.cross_entropy(logits.float(), targets, reduction="none").double()
-        self.total, self.squares = self.total + losses.sum(), self.squares + losses.square().sum()
+        targets = input_ids[:, 1:][positions[:, :-1]]
+        # kept on the device until the record: no GPU wait per batch
+        self.losses.append(
+            torch.nn.functional.cross_entropy(logits.float(), targets.to(logits.device), reduction="none")
+        )
+        self.targets.append(targets)
         self.count += len(targets)
         self.seen += self.pending
         self.classes = logits.shape[-1]
 
     def record(self) -> dict:
-        return _record("next-token", self.total, self.squares, self.count, self.classes, "no kept token has a prefix")
+        return _record("next-token", self.losses, self.targets, self.classes, "no kept token has a prefix")
 
 
 def masked_lm_loss(
@@ -71,7 +78,7 @@ def masked_lm_loss(
 ) -> dict:
     """The masked-LM loss of an encoder with its head on windows spread over `source`'s (module docstring)."""
     if tokenizer.mask_token_id is None:
-        return _record("masked-lm", 0.0, 0.0, 0, None, "the tokenizer has no mask token")
+        return _record("masked-lm", [], [], None, "the tokenizer has no mask token")
     specials = torch.tensor(sorted(tokenizer.all_special_ids))
     windows = [torch.tensor(ids) for _, ids, _ in source.plan]
     candidates = [torch.isin(ids, specials, invert=True) for ids in windows]
@@ -84,7 +91,7 @@ def masked_lm_loss(
         masked_count += int(masked.sum())
         if masked_count >= budget:
             break
-    total, squares, count, classes = 0.0, 0.0, 0, None
+    losses, targets, classes = [], [], None
     for start in range(0, len(rows), batch_size):
         chunk = rows[start : start + batch_size]
         longest = max(len(ids) for ids, _ in chunk)
@@ -99,22 +106,33 @@ def masked_lm_loss(
             continue
         with torch.inference_mode():
             logits = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device)).logits
-        losses = torch.nn.functional.cross_entropy(
-            logits[masked.to(logits.device)].float(), labels[masked].to(logits.device), reduction="none"
-        ).double()
-        total, squares = total + losses.sum().item(), squares + losses.square().sum().item()
-        count, classes = count + int(masked.sum()), logits.shape[-1]
-    return _record("masked-lm", total, squares, count, classes, "no token was masked")
+        losses.append(
+            torch.nn.functional.cross_entropy(
+                logits[masked.to(logits.device)].float(), labels[masked].to(logits.device), reduction="none"
+            )
+        )
+        targets.append(labels[masked])
+        classes = logits.shape[-1]
+    return _record("masked-lm", losses, targets, classes, "no token was masked")
 
 
-def _record(kind: str, total, squares, count: int, classes: int | None, empty: str) -> dict:
-    """The manifest's loss record: the mean of `count` per-token losses summing to `total`, their `squares`' sum,
-    and the head's `classes`; without a token, `empty` says why."""
+def _record(
+    kind: str, losses: list[torch.Tensor], targets: list[torch.Tensor], classes: int | None, empty: str
+) -> dict:
+    """The manifest's loss record of the per-token `losses` of the `targets` they predict: their mean, count and sum
+    of squares (summed in float64), the losses themselves (to 6 significant digits) and a digest of the targets, and
+    the head's `classes`; without a token, `empty` says why."""
+    if not losses or not sum(len(found) for found in losses):
+        return {"kind": kind, "value": None, "tokens": 0, "sum_squares": None, "vocab_size": classes, "reason": empty}
+    per_token = torch.cat(losses).double().cpu()
+    predicted = torch.cat(targets).to(torch.int64).cpu().numpy()
     return {
         "kind": kind,
-        "value": float(total) / count if count else None,
-        "tokens": count,
-        "sum_squares": float(squares) if count else None,
+        "value": float(per_token.mean()),
+        "tokens": len(per_token),
+        "sum_squares": float(per_token.square().sum()),
         "vocab_size": classes,
-        "reason": "" if count else empty,
+        "reason": "",
+        "per_token": [float(f"{value:.6g}") for value in per_token.tolist()],
+        "targets": hashlib.sha256(predicted.tobytes()).hexdigest()[:16],
     }

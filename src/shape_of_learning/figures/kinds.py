@@ -32,8 +32,8 @@ class FigureKind:
     target of the entry's `target`, else the kind's target for the entry's place in its list (`targets`: the paper's
     figure numbers), else the kind's name. Files: `paths.figure` of `stem`,
     formatted with the figure's arguments. The plotting function gets the entry's fields (less `target`,
-    the named target that builds it) as keyword arguments, and those of `flagged`, `layer_average_over` and `groups`
-    it takes, from the config (`shape_of_learning.figures.plan`). It reads its models' summary tables, or with
+    the named target that builds it) as keyword arguments, and those of `flagged`, `layer_average_over`, `groups` and
+    `standard_errors` (health's) it takes, from the config (`shape_of_learning.figures.plan`). It reads its models' summary tables, or with
     `reads="health"` their health tables.
     """
 

@@ -20,10 +20,13 @@ LOSS_LABELS = {"next-token": "Next-token loss (nats)", "masked-lm": "Masked-LM l
 TOKENS = {"next-token": "predicted tokens", "masked-lm": "masked tokens"}
 
 
-def loss_across_checkpoints(health: pd.DataFrame, model: str, out_png: Path, out_pdf: Path) -> matplotlib.figure.Figure:
+def loss_across_checkpoints(
+    health: pd.DataFrame, model: str, out_png: Path, out_pdf: Path, standard_errors: float
+) -> matplotlib.figure.Figure:
     """A model's loss on the corpus windows against training step, from its own head: next-token loss for decoders,
-    masked-LM loss for encoders. The dashed line is the non-increasing fit a checkpoint's loss must stay near to be
-    its step's model; checkpoints that are not are crossed out, off the line, and named in the footnote, with why.
+    masked-LM loss for encoders, each with a bar of +- `standard_errors` standard errors (health.standard_errors:
+    the margin its rules read, docs/checkpoint-health.md); checkpoints that are not their step's model are crossed
+    out, off the line, and named in the footnote, with why.
 
     `health` is the model's health table (`shape_of_learning.health.assess.COLUMNS`). Every checkpoint with a loss
     is drawn, flagged ones marked whatever figures.flagged says, since this figure is their evidence. x is symlog
@@ -42,7 +45,8 @@ def loss_across_checkpoints(health: pd.DataFrame, model: str, out_png: Path, out
     (colour, warning) = palette(2)
     kept = rows[rows["health"].isna()]
     ax.plot(kept["step"], kept["loss"], marker="o", markersize=4, color=colour, label=model)
-    ax.plot(rows["step"], rows["loss_fit"], linestyle="--", color=colour, alpha=0.6, label="non-increasing fit")
+    bar = standard_errors * rows["loss_se"]
+    ax.errorbar(rows["step"], rows["loss"], yerr=bar, fmt="none", color=colour, alpha=0.6, capsize=2)
     if len(bad := rows[rows["health"].notna()]):
         ax.scatter(bad["step"], bad["loss"], marker="x", s=80, color=warning, zorder=3, label="not its step's model")
     step_axis(ax)

@@ -9,6 +9,7 @@ Behavioural duplicates: bloom-1b7-intermediate's 1000/10000 and 250000/300000 gi
 
 import logging
 from collections import defaultdict
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -73,22 +74,49 @@ def fingerprint_distance(first: dict, second: dict) -> float:
     return worst
 
 
-def same_behaviour(manifests: list[dict], tolerances: dict[str, float]) -> dict[str, list[tuple[str, float]]]:
-    """For the manifests of one model, checkpoint -> [(other checkpoint, distance), ...]: the others whose
-    fingerprints lie within the tolerance of the dtype both ran in (`health.same_behaviour`), earliest first.
+SEPARATION = 4.0  # two checkpoints within this factor of the re-save floor say that their fingerprints cannot tell
 
-    A tolerance of a few ulps separates a copy, re-serialised or perturbed below the dtype's precision, from the
-    next training checkpoint in float32; in bfloat16, checkpoints close in training may fall within it, so the
-    distance is recorded beside the flag.
+
+@dataclass(frozen=True)
+class Behaviour:
+    """The checkpoints of one model that compute the same function: checkpoint -> [(other, distance), ...] earliest
+    first (`links`); the tolerance each checkpoint's fingerprint was judged by (`tolerance`); and a note on the
+    checkpoints whose fingerprints cannot separate a re-save from another model (`notes`)."""
+
+    links: dict[str, list[tuple[str, float]]]
+    tolerance: dict[str, float]
+    notes: dict[str, str]
+
+
+def same_behaviour(manifests: list[dict], floors: dict[str, float]) -> Behaviour:
+    """For the manifests of one model: the pairs of checkpoints, run in the same dtype, whose fingerprints lie within
+    the re-save floor R of that dtype (`health.same_behaviour`: how far rounding the weights through bfloat16 or
+    float16 and saving them back, or running them again, moves a fingerprint, with a margin), and the series' check
+    that R separates: where two checkpoints lie further apart than R but within SEPARATION x R, nothing between the
+    two tells a re-save from another model, and both say so. The smallest distance above R between two checkpoints of
+    the series is its smallest genuine gap; R must lie below it, as it lies above every re-save.
     """
     ordered = sorted(manifests, key=lambda m: m["step"])
-    found = defaultdict(list)
+    links, tolerance, closest = defaultdict(list), {}, {}
     for i, first in enumerate(ordered):
+        floor = floors.get(first["dtype"])
+        if floor is None:
+            continue
+        tolerance[first["checkpoint"]] = floor
         for second in ordered[i + 1 :]:
-            if first["dtype"] != second["dtype"] or first["dtype"] not in tolerances:
+            if second["dtype"] != first["dtype"]:
                 continue
             distance = fingerprint_distance(first["fingerprint"], second["fingerprint"])
-            if distance <= tolerances[first["dtype"]]:
-                found[first["checkpoint"]].append((second["checkpoint"], distance))
-                found[second["checkpoint"]].append((first["checkpoint"], distance))
-    return dict(found)  # each list comes out earliest first: pairs are visited in step order
+            if distance <= floor:
+                links[first["checkpoint"]].append((second["checkpoint"], distance))
+                links[second["checkpoint"]].append((first["checkpoint"], distance))
+            elif distance <= SEPARATION * floor:
+                for one, other in ((first, second), (second, first)):
+                    nearest = (distance, other["checkpoint"])
+                    closest[one["checkpoint"]] = min(closest.get(one["checkpoint"], nearest), nearest)
+    notes = {
+        name: f"its fingerprint lies {distance:.1e} from {other}'s, within {SEPARATION:g}x the re-save floor "
+        f"{tolerance[name]:g}: a re-save cannot be told from another model here"
+        for name, (distance, other) in closest.items()
+    }
+    return Behaviour(dict(links), tolerance, notes)

@@ -1,17 +1,17 @@
-"""Which member of a group of checkpoints that are one model holds its own step (the tight rule).
+"""Which member of a group of checkpoints that are one model holds its own step.
 
-The members share one set of weights, hence one loss. A genuine member's loss lies where the series puts its step:
-between the losses of its nearest checkpoints outside the group, at the point its step takes between theirs. The
-rule interpolates ln(loss) linearly in ln(1 + step) between the two neighbours (training losses fall about as a
-power of the step, and the series' steps are log-spaced; the 1 keeps step 0 defined), and a member fits its step
-when its ln(loss) lies within `standard_errors` combined standard errors of that point. Past the series' last
-neighbour the loss may have fallen by any amount, so a member there fits unless its loss lies above its last
-neighbour's; before the first neighbour, unless it lies below the first neighbour's. A member with no neighbour on
-either side cannot be judged.
+The members share one set of weights, hence one loss. A member can hold its step when that loss keeps the series'
+order there: it rises above no checkpoint before its step and lies below no checkpoint after it by more than the
+order's tolerance (`loss_order`: `health.standard_errors` standard errors of the difference in ln(loss), at least
+`health.loss_floor`), against the series' models in order outside the group (its neighbours: checkpoints, and
+groups at the span of their steps where that lies on one side). The group resolves to its one member that can; where
+none can, or several can (a flat stretch, where the losses move less than their errors; members past the series'
+last neighbour, as round steps serving the final model), the losses cannot tell, and no member is drawn: never at a
+step it may not hold.
 
-The standard error is that of each mean over the loss's tokens (`sum_squares` in the manifest), taken as
-independent between checkpoints: the tokens are the same at every checkpoint, so the error of a difference is
-smaller than this, and the tolerance errs towards "fits", hence towards leaving a group out as undecided.
+The rule reads only the order of the losses, not a model of the curve between two neighbours: where the curve
+bends, a genuine member may lie far from a line through its neighbours and an impostor close to it, but a genuine
+member never runs against the order beyond its noise.
 """
 
 from dataclasses import dataclass
@@ -19,27 +19,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-FITS, MISFITS, UNKNOWN = "fits", "misfits", "unknown"
-
 
 @dataclass(frozen=True)
 class Placement:
-    """A member's loss against its place: `verdict` (FITS, MISFITS or UNKNOWN), the loss the neighbours put at its
-    step (`expected`, with `relation` '~', '<=' or '>=': the point, or the bound, past an end), and the tolerance
-    in ln(loss) it was judged by."""
+    """A member's loss against the order at its step: whether it can hold the step, and the evidence (the neighbour
+    it runs against furthest, or the neighbours it lies between)."""
 
-    verdict: str
-    expected: float = float("nan")
-    relation: str = ""
-    tolerance: float = float("nan")
-
-    def describe(self, loss: float, step: int) -> str:
-        if self.verdict == UNKNOWN:
-            return f"no checkpoint outside the group on either side of step {step}"
-        return (
-            f"loss {loss:.3g} where its neighbours put step {step}'s at {self.relation} {self.expected:.3g} "
-            f"(tolerance {self.tolerance:.2g} in ln loss)"
-        )
+    can_hold: bool
+    evidence: str
 
 
 def standard_error(tokens: int, total: float, sum_squares: float | None) -> float:
@@ -51,32 +38,28 @@ def standard_error(tokens: int, total: float, sum_squares: float | None) -> floa
     return float(np.sqrt(variance / tokens))
 
 
-def place(step: int, loss: float, se: float, neighbours: pd.DataFrame, standard_errors: float) -> Placement:
-    """Does a member at `step` with `loss` (standard error `se`) fit its step among `neighbours` (columns step,
-    loss, loss_se: the series' checkpoints outside the group that are not broken)? Module docstring."""
-    before = neighbours[neighbours["step"] < step].sort_values("step").tail(1)
-    after = neighbours[neighbours["step"] > step].sort_values("step").head(1)
-    if before.empty and after.empty:
-        return Placement(UNKNOWN)
-    log_se = se / loss  # the standard error of ln(loss), to first order
-
-    def ln(frame):
-        row = frame.iloc[0]
-        return np.log(row["loss"]), row["loss_se"] / row["loss"], np.log1p(row["step"])
-
-    if not before.empty and not after.empty:
-        (y_a, s_a, x_a), (y_b, s_b, x_b) = ln(before), ln(after)
-        w = (np.log1p(step) - x_a) / (x_b - x_a)
-        expected, spread = (1 - w) * y_a + w * y_b, np.hypot((1 - w) * s_a, w * s_b)
-        tolerance = standard_errors * np.hypot(log_se, spread)
-        fits, relation = abs(np.log(loss) - expected) <= tolerance, "~"
-    else:
-        below = before.empty  # before the first neighbour: its loss is a lower bound
-        expected, spread, _ = ln(after if below else before)
-        tolerance = standard_errors * np.hypot(log_se, spread)
-        deviation = np.log(loss) - expected
-        fits, relation = (deviation >= -tolerance) if below else (deviation <= tolerance), ">=" if below else "<="
-    return Placement(FITS if fits else MISFITS, float(np.exp(expected)), relation, float(tolerance))
+def place(step: int, loss: float, neighbours: pd.DataFrame, tolerance: np.ndarray) -> Placement:
+    """Can a member at `step` with `loss` hold its step among `neighbours` (columns checkpoint, first, last, loss: the
+    series' models in order outside the group, by step, a group of one model at the span of its steps), `tolerance`
+    the order's t between it and each of them (`loss_order.Errors.tolerance`)? A neighbour whose span holds `step`
+    constrains nothing (at one of its steps it keeps the order with any loss). Module docstring."""
+    before, after = (neighbours["last"] < step).to_numpy(), (neighbours["first"] > step).to_numpy()
+    if not (before.any() or after.any()):
+        return Placement(True, f"no checkpoint outside the group on either side of step {step}")
+    gap = np.log(loss / neighbours["loss"].to_numpy()) * np.where(before, 1, -1)  # > 0: against the order
+    against = [
+        (
+            g / t,
+            f"loss {loss:.3g} {'above' if b else 'below'} {other}'s {value:.3g} by {g:.2g} in ln loss (tolerance {t:.2g})",
+        )
+        for g, t, b, a, other, value in zip(gap, tolerance, before, after, neighbours["checkpoint"], neighbours["loss"])
+        if (b or a) and g > t
+    ]
+    if against:
+        return Placement(False, f"at step {step}: {max(against)[1]}")
+    sides = [frame for frame in (neighbours[before].tail(1), neighbours[after].head(1)) if len(frame)]
+    beside = " and ".join(f"{frame['checkpoint'].iloc[0]}'s {frame['loss'].iloc[0]:.3g}" for frame in sides)
+    return Placement(True, f"loss {loss:.3g} keeps the order at step {step} (beside {beside})")
 
 
 def by_design_unit(names: list[str], series: list[str], by_design: list[str]) -> list[str]:
@@ -91,16 +74,17 @@ def by_design_unit(names: list[str], series: list[str], by_design: list[str]) ->
 
 
 def resolve(
-    members: pd.DataFrame, series: list[str], neighbours: pd.DataFrame, by_design: list[str], standard_errors: float
-) -> dict[str, tuple[str | None, str | None, float]]:
-    """checkpoint -> (health, drawn_as, the loss its neighbours put at its step) for the `members` of one group
-    (rows with checkpoint, step, loss, loss_se, broken), all with a loss; a broken member holds no step.
+    members: pd.DataFrame, series: list[str], neighbours: pd.DataFrame, by_design: list[str], tolerance
+) -> dict[str, tuple[str | None, str | None]]:
+    """checkpoint -> (health, drawn_as) for the `members` of one group (rows with checkpoint, step, loss, broken),
+    all with a loss and its standard error; a broken member holds no step. `neighbours` are sorted by step;
+    `tolerance(name, names)` is the order's t between a member and each of them.
 
     The members that are one model by design (`by_design_unit`: Pythia's step0 = step1 = step2) are one unit,
     judged at the first of them and drawn once there; every other training member is a unit of its own. The group
-    resolves to the one unit that does not misfit its step (`place`); where every unit misfits, or more than one
-    does not (a flat stretch, or no checkpoint outside the group), every member is left out, named with the others.
-    A member without a training step (step < 0) is drawn as the unit that holds its step, or left out with the rest.
+    resolves to the one unit that can hold its step (`place`); where none can, or several, every member is left out,
+    named with the others. A member without a training step (step < 0) is drawn as the unit that holds its step, or
+    left out with the rest.
     """
     rows = members.set_index("checkpoint")
     names = rows.index.tolist()
@@ -109,46 +93,40 @@ def resolve(
         [name] for name in names if name not in designed and rows.loc[name, "step"] >= 0
     ]
     placed = {
-        head: Placement(MISFITS)
+        head: Placement(False, rows.loc[head, "broken"])
         if pd.notna(rows.loc[head, "broken"])
-        # its loss contradicts any step
         else place(
-            rows.loc[head, "step"], rows.loc[head, "loss"], rows.loc[head, "loss_se"], neighbours, standard_errors
+            rows.loc[head, "step"],
+            rows.loc[head, "loss"],
+            neighbours,
+            tolerance(head, neighbours["head"].tolist()),
         )
         for head in (unit[0] for unit in units)
     }
-    holders = [head for head, placement in placed.items() if placement.verdict != MISFITS]
+    holders = [head for head, placement in placed.items() if placement.can_hold]
     holder = holders[0] if len(holders) == 1 else None
     verdicts = {}
     for unit in units:
-        head, placement = unit[0], placed[unit[0]]
-        health = (
-            None
-            if head == holder
-            else _left_out(unit, names, holders, placement.describe(rows.loc[head, "loss"], rows.loc[head, "step"]))
-        )
-        verdicts |= {
-            name: (health, head if health is None and name != head else None, placement.expected) for name in unit
-        }
+        head = unit[0]
+        health = None if head == holder else _left_out(unit, names, holders, placed[head].evidence)
+        verdicts |= {name: (health, head if health is None and name != head else None) for name in unit}
     for name in rows.index[rows["step"] < 0]:
         verdicts[name] = (
-            (None, holder, np.nan)
-            if holder
-            else (_left_out([name], names, holders, "no training step to place it by"), None, np.nan)
+            (None, holder) if holder else (_left_out([name], names, holders, "no training step to place it by"), None)
         )
     return verdicts
 
 
 def _left_out(unit: list[str], names: list[str], holders: list[str], evidence: str) -> str:
-    """Why the members of `unit` are left out, `holders` being the group's units that do not misfit their step."""
+    """Why the members of `unit` are left out, `holders` being the group's units that can hold their step."""
     others = ", ".join(name for name in names if name not in unit)
     if len(holders) == 1:
         return (
             f"another step's model: same model as {others}, of which {holders[0]} holds its own step; here {evidence}"
         )
     if not holders:
-        return f"same model as {others}, and its loss fits none of their steps; here {evidence}"
+        return f"same model as {others}, and its loss holds none of their steps; here {evidence}"
     return (
         f"same model as {others}, and the losses cannot tell which holds its own step ({', '.join(holders)} "
-        f"fit: a flat stretch, or no checkpoint outside the group); here {evidence}"
+        f"can: a flat stretch, or no checkpoint outside the group on one side); here {evidence}"
     )
