@@ -498,7 +498,7 @@ def test_a_layer_of_identical_vectors_is_marked_degenerate_left_out_of_the_figur
     assert "degenerate layers" in notes and f"tiny/main layers 1-{layers}" in notes.replace("\n", " ")
     assert f"tiny/random-init layers 1-{layers}" in notes.replace("\n", " ")
     as_read = without_degenerate(summary.assign(std=0.01))  # as the claims' reader gives it, with a batch-to-batch std
-    assert final_profile(as_read, "tiny", "avg_cosine")["layer"].tolist() == [0]
+    assert final_profile(as_read, "tiny", "avg_cosine")[0]["layer"].tolist() == [0]
     zeros, one = np.zeros((5, 3), np.float32), np.tile(np.float32([1, 2, 3]), (5, 1))
     assert degenerate(zeros) and degenerate(one) and degenerate(np.vstack([zeros, one]))
     assert not degenerate(np.vstack([zeros, one, 2 * one[:1]]))

@@ -13,8 +13,9 @@ from shape_of_learning import paths
 from shape_of_learning.claims.predicates import Verdict, every, judged
 from shape_of_learning.models.checkpoints import RANDOM_INIT, SERIES
 
-MARGIN = "by at least {margin_std} batch-to-batch std of the difference"
-SEED_MARGIN = "by at least {margin_std} std over seeds of the difference"
+FLOOR = "(that std taken as no less than {spread_floor} x the larger value)"
+MARGIN = f"by at least {{margin_std}} batch-to-batch std of the difference {FLOOR}"
+SEED_MARGIN = f"by at least {{margin_std}} std over seeds of the difference {FLOOR}"
 CHANGE = f"{MARGIN} and by at least {{min_change}} of the peak"
 
 
@@ -100,8 +101,3 @@ def each_model(group: Group, check: Callable[[str], Verdict]) -> Verdict:
 def layer_mean(profile: pd.DataFrame) -> tuple[float, float]:
     """A profile's mean over layers, with the mean of its per-layer batch-to-batch std (the figures' band)."""
     return float(profile["mean"].mean()), float(profile["std"].mean())
-
-
-def positions_named(word: str) -> Callable[[float], str]:
-    """How a position reads: "layer 3", "step 1000"."""
-    return lambda position: f"{word} {position:g}"

@@ -18,6 +18,7 @@ import pandas as pd
 from shape_of_learning.claims.predicates import NotMeasurable
 from shape_of_learning.figures.rows import (
     apply_health,
+    describe,
     final_checkpoints,
     initial_checkpoints,
     layer_average,
@@ -100,46 +101,59 @@ class PaperValues:
 
 
 def _refusals_not_measurable(choose):
-    """Rows chosen by shape_of_learning.figures.rows, whose refusals (a metric not measured, no checkpoint that is its
-    step's model, an incomplete layer average) make a claim not measurable rather than fail the scorecard."""
+    """Rows chosen by shape_of_learning.figures.rows, with a note of the checkpoints health left out, whose refusals (a
+    metric not measured, no checkpoint that is its step's model, an incomplete layer average) make a claim not
+    measurable rather than fail the scorecard."""
 
     @functools.wraps(choose)
-    def chosen(*args, **kwargs) -> pd.DataFrame:
+    def chosen(*args, **kwargs) -> tuple[pd.DataFrame, str]:
         try:
-            rows = choose(*args, **kwargs)
+            rows, note = choose(*args, **kwargs)
         except ValueError as refusal:
             raise NotMeasurable(str(refusal)) from None
         if rows.empty:
             raise NotMeasurable(f"no rows of {args[1]} {args[2]} to judge")
         if rows["std"].isna().any():
             raise NotMeasurable(ONE_BATCH)
-        return rows
+        return rows, note
 
     return chosen
 
 
-@_refusals_not_measurable
-def final_profile(summary: pd.DataFrame, model: str, metric: str) -> pd.DataFrame:
-    """One row per layer at the model's final checkpoint, as Figure 1 draws it (`rows.final_checkpoints`)."""
-    rows, _ = final_checkpoints(select(summary, [metric], [model]), OMIT)
-    return rows.sort_values("layer", ignore_index=True)
+def _left_out(noted: pd.DataFrame) -> str:
+    """ "health leaves out gpt2/step200 (its reason)": the checkpoints health left out or drew as another, with why;
+    empty where none."""
+    return f"health leaves out {describe(noted)}" if not noted.empty else ""
 
 
 @_refusals_not_measurable
-def initial_profile(summary: pd.DataFrame, model: str, metric: str) -> pd.DataFrame:
+def final_profile(summary: pd.DataFrame, model: str, metric: str) -> tuple[pd.DataFrame, str]:
+    """One row per layer at the model's final checkpoint, as Figure 1 draws it (`rows.final_checkpoints`); and, where
+    health left out a later checkpoint, which checkpoint was judged and which were left out, with why."""
+    rows, noted = final_checkpoints(select(summary, [metric], [model]), OMIT)
+    note = f"judged at {rows['checkpoint'].iloc[0]}; {_left_out(noted)}" if not (noted.empty or rows.empty) else ""
+    return rows.sort_values("layer", ignore_index=True), note
+
+
+@_refusals_not_measurable
+def initial_profile(summary: pd.DataFrame, model: str, metric: str) -> tuple[pd.DataFrame, str]:
     """One row per layer at the model's initialisation: its step-0 checkpoint, else its random-init baseline
-    (`rows.initial_checkpoints`)."""
-    return initial_checkpoints(select(summary, [metric], [model], baselines=True)).sort_values(
-        "layer", ignore_index=True
-    )
+    (`rows.initial_checkpoints`); and, where health left out its step 0, that checkpoint with why."""
+    rows = select(summary, [metric], [model], baselines=True)
+    flagged = rows[(rows["step"] == 0) & ~rows["random_init"] & rows["health"].notna()]
+    noted = flagged.drop_duplicates("checkpoint").assign(reason=flagged["health"])
+    return initial_checkpoints(rows).sort_values("layer", ignore_index=True), _left_out(noted)
 
 
 @_refusals_not_measurable
-def training_series(summary: pd.DataFrame, model: str, metric: str, layer_average_over: dict) -> pd.DataFrame:
+def training_series(
+    summary: pd.DataFrame, model: str, metric: str, layer_average_over: dict
+) -> tuple[pd.DataFrame, str]:
     """One row per training checkpoint: the mean over layers of the per-layer mean and std, as Figures 4-5 draw it
-    (`rows.layer_average`, with figures.layer_average)."""
-    rows, _ = apply_health(select(summary, [metric], [model]), OMIT)
-    return layer_average(training_checkpoints(rows), **layer_average_over).sort_values("step", ignore_index=True)
+    (`rows.layer_average`, with figures.layer_average); and the checkpoints health left out, with why."""
+    rows, noted = apply_health(select(summary, [metric], [model]), OMIT)
+    series = layer_average(training_checkpoints(rows), **layer_average_over).sort_values("step", ignore_index=True)
+    return series, _left_out(noted)
 
 
 def loss_series(health: pd.DataFrame, since: float) -> tuple[pd.DataFrame, str]:

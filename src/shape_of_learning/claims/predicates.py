@@ -2,12 +2,14 @@
 uniform", "much more anisotropic in most layers", "costs less") into a test on numbers against a stated threshold
 and returns a `Verdict`: whether it holds, what was measured, and why not. Pure functions of numbers; which numbers
 each claim gives them is the business of the catalogue (one module per paper). Here: the verdict, the margin a
-difference must clear, and comparisons of values (of models, of layers); the shapes of a series (a bell, a rise then
-a fall, growth that stabilises, a falling loss) are in `series`.
+difference must clear, and comparisons of values (of models, of settings); comparisons of profiles across layers are
+in `profiles`, the shapes of a series (a bell, a rise then a fall, growth that stabilises, a falling loss) in
+`series`.
 
-A difference "counts" when it clears a margin in standard deviations of the difference (`separation`): a batch-to-
-batch std for the main paper's metrics, a seed-to-seed one for Rajaee & Pilehvar (`claims.margin_std`). A rise or a
-fall of a shape must also span a share of its peak (`series.changes`).
+A difference "counts" when it clears a margin in standard deviations of the difference (`Margin`, `separation`): a
+batch-to-batch std for the main paper's metrics, a seed-to-seed one for Rajaee & Pilehvar (`claims.margin_std`), the
+std of a difference never taken below a stated share of the values (`claims.spread_floor`). A rise or a fall of a
+shape must also span a share of its peak (`series.changes`).
 """
 
 import math
@@ -37,17 +39,54 @@ class Verdict:
     def __post_init__(self):  # a numpy bool is no `True`: `every` tells the three by identity
         object.__setattr__(self, "holds", None if self.holds is None else bool(self.holds))
 
+    def noting(self, note: str) -> "Verdict":
+        """This verdict with `note` (which checkpoints it read, and why) added to what was measured."""
+        return Verdict(self.holds, "; ".join(filter(None, [self.measured, note])), self.reason)
+
 
 def num(value: float) -> str:
     """A measured value as the scorecard prints it: 3 significant digits."""
     return f"{value:.3g}"
 
 
-def separation(high: tuple[float, float], low: tuple[float, float]) -> float:
-    """How far `high` lies above `low`, each (mean, std), in std of their difference: (m_h - m_l) /
-    sqrt(s_h^2 + s_l^2). Where both stds are 0 (a value no seed or batch changes), +-inf by the sign of the
-    difference, 0 for none. A NaN std (one batch, one seed) is the caller's to refuse: it raises here."""
-    difference, spread = high[0] - low[0], math.hypot(high[1], low[1])
+@dataclass(frozen=True)
+class Margin:
+    """How far apart two values, each (mean, std), must lie for their difference to count: `std` standard deviations
+    of the difference (claims.margin_std), the std of a difference never taken below `floor` x the larger |mean| of
+    the two (claims.spread_floor)."""
+
+    std: float
+    floor: float
+
+    @classmethod
+    def of(cls, settings: dict) -> "Margin":
+        return cls(settings["margin_std"], settings["spread_floor"])
+
+    def apart(self, high: tuple[float, float], low: tuple[float, float]) -> float:
+        """`separation` with this margin's floor."""
+        return separation(high, low, floor=self.floor)
+
+    def clears(self, apart: float) -> bool:
+        """A separation that counts: at least `std`, and a difference at all (a margin of 0 still asks for one)."""
+        return apart >= self.std and apart > 0
+
+    def counts(self, high: tuple[float, float], low: tuple[float, float]) -> bool:
+        """`high` lies above `low` by this margin."""
+        return self.clears(self.apart(high, low))
+
+
+def separation(high: tuple[float, float], low: tuple[float, float], *, floor: float) -> float:
+    """How far `high` lies above `low`, each (mean, std), in std of their difference: (m_h - m_l) / max(sqrt(s_h^2 +
+    s_l^2), `floor` x max(|m_h|, |m_l|)).
+
+    The floor is the resolution no spread can beat: a value with no spread (the paper's one run, a value no seed
+    changes) or batches that agree to a fraction of it cannot resolve a smaller difference. It keeps a separation
+    invariant under scaling both values (means and stds) by c > 0; under adding a constant to both only where the
+    spread exceeds the floor before and after (the floor follows the values' magnitude, the spread does not). Where
+    the std of the difference is 0 still (a floor of 0, or both values 0), +-inf by the sign of the difference, 0
+    for none. A NaN std (one batch, one seed) is the caller's to refuse: it raises here."""
+    difference = high[0] - low[0]
+    spread = max(math.hypot(high[1], low[1]), floor * max(abs(high[0]), abs(low[0])))
     if math.isnan(spread):
         raise NotMeasurable("no standard deviation to measure a margin in")
     if spread == 0:
@@ -55,60 +94,44 @@ def separation(high: tuple[float, float], low: tuple[float, float]) -> float:
     return difference / spread
 
 
-def clears(apart: float, margin: float) -> bool:
-    """A separation that counts: at least `margin` std, and a difference at all (a margin of 0 still asks for one)."""
-    return apart >= margin and apart > 0
-
-
 def std_units(apart: float) -> str:
     """A separation as the scorecard prints it: "+2.3 std" ("+1.2e+04 std" where no noise to speak of)."""
     return f"{apart:+.1f} std" if abs(apart) < 1e4 else f"{apart:+.2g} std"
 
 
-def spread_ratio(uniform: dict[str, float], varied: dict[str, float], *, max_ratio: float) -> Verdict:
-    """The models of `uniform` vary less than those of `varied`: the median of the first's spreads is at most
-    `max_ratio` times the median of the second's."""
-    if not uniform or not varied:
-        raise NotMeasurable("a comparison needs a model on each side")
-    low, high = float(np.median(list(uniform.values()))), float(np.median(list(varied.values())))
-    ratio = low / high if high else math.inf
-    measured = f"median {num(low)} against {num(high)}, ratio {num(ratio)}"
-    return Verdict(ratio <= max_ratio, measured, "" if ratio <= max_ratio else f"ratio {num(ratio)} over {max_ratio}")
-
-
-def at_least(values: dict[str, float], *, level: float) -> Verdict:
-    """Every value reaches `level`."""
-    if not values:
-        raise NotMeasurable("no value to judge")
-    below = [f"{name} {num(value)} under {level}" for name, value in values.items() if not value >= level]
-    return Verdict(not below, ", ".join(f"{name} {num(value)}" for name, value in values.items()), "; ".join(below))
-
-
-def above(high: tuple[float, float], low: tuple[float, float], *, margin: float, what: str) -> Verdict:
-    """`high` lies above `low` by `margin` std of the difference; `what` names the two ("ViT's over its floor")."""
-    apart = separation(high, low)
+def above(high: tuple[float, float], low: tuple[float, float], *, margin: Margin, what: str) -> Verdict:
+    """`high` lies above `low` by `margin`; `what` names the two ("ViT's over its floor")."""
+    apart = margin.apart(high, low)
     measured = f"{what}: {num(high[0])} against {num(low[0])} ({std_units(apart)})"
-    return Verdict(
-        clears(apart, margin), measured, "" if clears(apart, margin) else f"{what}: {std_units(apart)}, under {margin}"
-    )
+    holds = margin.clears(apart)
+    return Verdict(holds, measured, "" if holds else f"{what}: {std_units(apart)}, under {margin.std}")
 
 
-def groups_apart(
-    high: dict[str, tuple[float, float]], low: dict[str, tuple[float, float]], *, margin: float
-) -> Verdict:
-    """Every member of `high` lies above every member of `low`: the lowest of `high` above the highest of `low` by
-    `margin` std of their difference. Each value is (mean, std)."""
+def groups_apart(high: dict, low: dict, compare: Callable[..., Verdict]) -> Verdict:
+    """Every member of `high` lies above every member of `low`: `compare(high member, low member)` holds for each
+    pair, so that each pair's own spreads decide (not the lowest and the highest means alone)."""
     if not high or not low:
         raise NotMeasurable("a comparison needs a model on each side")
-    lowest, highest = min(high, key=lambda name: high[name][0]), max(low, key=lambda name: low[name][0])
-    apart = separation(high[lowest], low[highest])
-    measured = f"lowest {lowest} {num(high[lowest][0])} against highest {highest} {num(low[highest][0])}"
-    measured += f" ({std_units(apart)})"
-    return Verdict(
-        clears(apart, margin),
-        measured,
-        "" if clears(apart, margin) else f"{lowest} is {std_units(apart)} over {highest}, under {margin}",
+    return every({f"{upper} over {lower}": compare(high[upper], low[lower]) for upper in high for lower in low})
+
+
+def spread_ratio(
+    uniform: dict[str, tuple[float, float]],
+    varied: dict[str, tuple[float, float]],
+    *,
+    max_ratio: float,
+    margin: Margin,
+    what: str,
+) -> Verdict:
+    """The models of `uniform` vary less than those of `varied`, each a spread (value, std): the median of `varied`'s
+    spreads lies above the median of `uniform`'s / `max_ratio` by `margin` (`above`; medians over models of the value
+    and of its std), so a `varied` median within its own noise never holds. `what` names the two."""
+    if not uniform or not varied:
+        raise NotMeasurable("a comparison needs a model on each side")
+    low, high = (
+        tuple(float(np.median([found[i] for found in side.values()])) for i in (0, 1)) for side in (uniform, varied)
     )
+    return above(high, (low[0] / max_ratio, low[1] / max_ratio), margin=margin, what=what)
 
 
 def majority(counted: dict[str, bool], *, share: float) -> Verdict:

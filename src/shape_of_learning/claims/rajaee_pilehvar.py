@@ -82,7 +82,7 @@ CLAIMS = [
         "Fine-tuning raises STS performance (Table 1's Baseline: 84.41 against 54.14 for BERT): the premise of the "
         "paper's other claims, which compare a model that does the task with one that does not.",
         f"Table 1, Baseline: the fine-tuned Perf. above the pre-trained one {SEED_MARGIN}.",
-        ("margin_std",),
+        ("margin_std", "spread_floor"),
         _pairs(tables=True),
         check_sts_performance_rises,
         on_paper_values=True,
@@ -96,9 +96,9 @@ CLAIMS = [
         "Fine-tuning improves isotropy, mostly in the upper layers, yet the space stays highly anisotropic.",
         "Per seed, ln I(W) of all tokens fine-tuned less pre-trained, averaged over all layers, over the upper "
         f"layers (above half the depth) and the upper less the lower: each above 0 {SEED_MARGIN}; and the "
-        "fine-tuned I(W) (mean over seeds) under {highly_anisotropic_iw} in every layer. Layers with a degenerate "
-        "view are left out.",
-        ("margin_std", "highly_anisotropic_iw"),
+        f"fine-tuned I(W) (mean over seeds) under {{highly_anisotropic_iw}} {SEED_MARGIN} in every layer. Layers "
+        "with a degenerate view are left out.",
+        ("margin_std", "spread_floor", "highly_anisotropic_iw"),
         _pairs(tables=False),
         check_finetuning_improves_upper_layers,
     ),
@@ -113,7 +113,7 @@ CLAIMS = [
         "Per layer of the fine-tuned runs, -ln I(W) of the [CLS] vectors less that of all tokens, mean over seeds, "
         f"exceeds ln({{much_more_anisotropic}}) {SEED_MARGIN}, in more than {{most_layers}} of the layers whose "
         "views are not degenerate.",
-        ("margin_std", "much_more_anisotropic", "most_layers"),
+        ("margin_std", "spread_floor", "much_more_anisotropic", "most_layers"),
         _pairs(tables=False),
         check_cls_more_anisotropic,
     ),
@@ -125,7 +125,7 @@ CLAIMS = [
         "RoBERTa tends to be more anisotropic than BERT.",
         "Pre-trained, and fine-tuned (mean over seeds): -ln I(W) of all tokens of the RoBERTa pair above the BERT "
         f"pair's {SEED_MARGIN} in more than {{most_layers}} of the layers, each.",
-        ("margin_std", "most_layers"),
+        ("margin_std", "spread_floor", "most_layers"),
         _bert_and_roberta,
         check_roberta_more_anisotropic,
     ),
@@ -140,9 +140,9 @@ CLAIMS = [
         "Raising the isotropy of a fine-tuned space lowers its STS performance, while for pre-trained models the "
         "cluster-based settings raise it.",
         "Fine-tuned: Clustering+ZM, Global and Cluster-based each raise I(W) above the Baseline's and lower Perf. "
-        f"below it {SEED_MARGIN}; pre-trained: Clustering+ZM and Cluster-based raise Perf. above the Baseline's "
+        f"below it, each {SEED_MARGIN}; pre-trained: Clustering+ZM and Cluster-based raise Perf. above the Baseline's "
         f"{SEED_MARGIN}.",
-        ("margin_std",),
+        ("margin_std", "spread_floor"),
         _pairs(tables=True),
         check_enhancement_hurts_finetuned,
         on_paper_values=True,
@@ -155,7 +155,7 @@ CLAIMS = [
         "directions, the fine-tuned embedding space is less isotropic compared to the pre-trained one. (4)",
         "With the same number of directions removed, the fine-tuned space is less isotropic than the pre-trained one.",
         f"Global and Cluster-based: the pre-trained I(W) above the fine-tuned one {SEED_MARGIN}, each.",
-        ("margin_std",),
+        ("margin_std", "spread_floor"),
         _pairs(tables=True),
         check_finetuned_less_isotropic,
         on_paper_values=True,
@@ -171,7 +171,7 @@ CLAIMS = [
         "Fine-tuned, Global and Cluster-based: Perf. with each count of least dominant directions removed "
         f"({SECTION}.least_directions, beside the paper's 100 and 700) above Perf. with the top directions removed "
         f"({SECTION}.directions) {SEED_MARGIN}, each.",
-        ("margin_std",),
+        ("margin_std", "spread_floor"),
         _pairs(tables=True),
         check_least_directions_cost_less,
         on_paper_values=True,
@@ -184,8 +184,9 @@ CLAIMS = [
         "directions with lower elongations. (Table 2)",
         "Removing the least dominant directions barely moves the fine-tuned model's performance from its Baseline.",
         "Fine-tuned, Global and Cluster-based: Perf. with each count of least dominant directions removed within "
-        "{barely_moves} Spearman points (x 100) of the Baseline's, each.",
-        ("barely_moves",),
+        "{barely_moves} Spearman points (x 100) of the Baseline's, each: the size of the change under "
+        f"{{barely_moves}} {SEED_MARGIN}.",
+        ("margin_std", "spread_floor", "barely_moves"),
         _pairs(tables=True),
         check_least_directions_barely_matter,
         on_paper_values=True,

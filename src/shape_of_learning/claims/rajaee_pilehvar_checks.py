@@ -9,7 +9,7 @@ import pandas as pd
 
 from shape_of_learning.claims.claim import Group
 from shape_of_learning.claims.inputs import ONE_SEED, SETTING_NAMES, without_degenerate
-from shape_of_learning.claims.predicates import NotMeasurable, Verdict, above, clears, every, majority, num, separation
+from shape_of_learning.claims.predicates import Margin, NotMeasurable, Verdict, above, every, majority, num, std_units
 
 ISOTROPY = "isotropy"  # I(W) over each eigenvector u and -u: no eigensolver's sign choice changes it
 
@@ -52,20 +52,28 @@ def check_finetuning_improves_upper_layers(group: Group, reader, settings: dict)
     lower = before.index.difference(upper)
     if upper.empty or lower.empty:
         raise NotMeasurable("no upper or no lower layer whose views are not degenerate")
-    margin, zero, parts = settings["margin_std"], (0.0, 0.0), {}
+    margin, zero, parts = Margin.of(settings), (0.0, 0.0), {}
     for part, per_seed in (
         ("improves overall", [gain.mean() for gain in gains]),
         ("improves in the upper layers", [gain[upper].mean() for gain in gains]),
         ("mostly there", [gain[upper].mean() - gain[lower].mean() for gain in gains]),
     ):
         parts[part] = above(_over_seeds(per_seed), zero, margin=margin, what="ln I(W) gain")
-    isotropy = np.exp(-pd.concat(after, axis=1)).mean(axis=1)
-    parts["stays highly anisotropic"] = Verdict(
-        isotropy.max() < settings["highly_anisotropic_iw"],
-        f"largest fine-tuned I(W) {num(isotropy.max())} at layer {isotropy.idxmax()}",
-        f"not under {settings['highly_anisotropic_iw']}",
+    parts["stays highly anisotropic"] = _under_everywhere(
+        [np.exp(-found) for found in after], settings["highly_anisotropic_iw"], margin
     )
     return every(parts)
+
+
+def _under_everywhere(per_seed: list[pd.Series], level: float, margin: Margin) -> Verdict:
+    """Every layer's value, mean over seeds, lies under `level` by `margin` (std over seeds of the difference)."""
+    means, stds = _over_seeds(per_seed)
+    over = [layer for layer in means.index if not margin.counts((level, 0.0), (means[layer], stds[layer]))]
+    return Verdict(
+        not over,
+        f"largest fine-tuned I(W) {num(means.max())} at layer {means.idxmax()}",
+        f"not under {level} by {margin.std} std at layer(s) {', '.join(map(str, over))}" if over else "",
+    )
 
 
 def check_cls_more_anisotropic(group: Group, reader, settings: dict) -> Verdict:
@@ -73,12 +81,9 @@ def check_cls_more_anisotropic(group: Group, reader, settings: dict) -> Verdict:
     every_token, cls = (_per_layer(reader, group, *arguments, tokens)[1] for tokens in ("all", "cls"))
     layers = every_token[0].index.intersection(cls[0].index)
     gap, gap_std = _over_seeds([c[layers] - t[layers] for c, t in zip(cls, every_token)])  # [CLS] less all tokens
-    much_more = (math.log(settings["much_more_anisotropic"]), 0.0)
+    much_more, margin = (math.log(settings["much_more_anisotropic"]), 0.0), Margin.of(settings)
     verdict = majority(
-        {
-            f"layer {layer}": clears(separation((gap[layer], gap_std[layer]), much_more), settings["margin_std"])
-            for layer in layers
-        },
+        {f"layer {layer}": margin.counts((gap[layer], gap_std[layer]), much_more) for layer in layers},
         share=settings["most_layers"],
     )
     return Verdict(
@@ -94,16 +99,14 @@ def check_roberta_more_anisotropic(group: Group, reader, settings: dict) -> Verd
     bert, roberta = views["BERT"], views["RoBERTa"]
     if bert[0].index.max() != roberta[0].index.max():
         raise NotMeasurable("the two pre-trained models differ in depth: their layers cannot be set side by side")
-    parts = {}
+    parts, margin = {}, Margin.of(settings)
     for state, of in (
         ("pre-trained", lambda view: (view[0], 0 * view[0])),
         ("fine-tuned", lambda view: _over_seeds(view[1])),
     ):
         (high, high_std), (low, low_std) = of(roberta), of(bert)
         counted = {
-            f"layer {layer}": clears(
-                separation((high[layer], high_std[layer]), (low[layer], low_std[layer])), settings["margin_std"]
-            )
+            f"layer {layer}": margin.counts((high[layer], high_std[layer]), (low[layer], low_std[layer]))
             for layer in high.index.intersection(low.index)
         }
         verdict = majority(counted, share=settings["most_layers"])
@@ -167,13 +170,13 @@ def check_sts_performance_rises(group: Group, reader, settings: dict) -> Verdict
     return above(
         tuned["performance"],
         pretrained["performance"],
-        margin=settings["margin_std"],
+        margin=Margin.of(settings),
         what="Baseline Perf. fine-tuned against pre-trained",
     )
 
 
 def check_enhancement_hurts_finetuned(group: Group, reader, settings: dict) -> Verdict:
-    margin, parts = settings["margin_std"], {}
+    margin, parts = Margin.of(settings), {}
     for state, settings_judged in (
         ("fine-tuned", ("cluster_zero_mean", "global", "cluster_based")),
         ("pre-trained", ("cluster_zero_mean", "cluster_based")),
@@ -188,11 +191,11 @@ def check_enhancement_hurts_finetuned(group: Group, reader, settings: dict) -> V
                 )
                 continue
             lower = above(base["performance"], value["performance"], margin=margin, what="Perf. under Baseline")
-            raised = value["isotropy"][0] > base["isotropy"][0]
+            raised = above(value["isotropy"], base["isotropy"], margin=margin, what="I(W) over Baseline")
             parts[name] = Verdict(
-                lower.holds and raised,
-                f"I(W) {num(base['isotropy'][0])} to {num(value['isotropy'][0])}; {lower.measured}",
-                "; ".join(filter(None, ["" if raised else "I(W) not raised", lower.reason])),
+                lower.holds and raised.holds,
+                f"{raised.measured}; {lower.measured}",
+                "; ".join(filter(None, [raised.reason, lower.reason])),
             )
     return every(parts)
 
@@ -204,7 +207,7 @@ def check_finetuned_less_isotropic(group: Group, reader, settings: dict) -> Verd
             SETTING_NAMES[setting]: above(
                 _top(pretrained, setting)["isotropy"],
                 _top(tuned, setting)["isotropy"],
-                margin=settings["margin_std"],
+                margin=Margin.of(settings),
                 what="I(W) pre-trained over fine-tuned",
             )
             for setting in ("global", "cluster_based")
@@ -219,20 +222,22 @@ def check_least_directions_cost_less(group: Group, reader, settings: dict) -> Ve
         removed_top, top_cell = _setting(top, setting)[0]
         for removed, cell in _setting(least, setting, "least"):
             parts[f"{SETTING_NAMES[setting]}, {removed} least vs {removed_top} top"] = above(
-                cell["performance"], top_cell["performance"], margin=settings["margin_std"], what="Perf."
+                cell["performance"], top_cell["performance"], margin=Margin.of(settings), what="Perf."
             )
     return every(parts)
 
 
 def check_least_directions_barely_matter(group: Group, reader, settings: dict) -> Verdict:
-    least = _cells(reader, group, "table2", "fine-tuned")
-    base, limit, parts = _top(least, "baseline")["performance"][0], settings["barely_moves"], {}
+    least, margin = _cells(reader, group, "table2", "fine-tuned"), Margin.of(settings)
+    base, limit, parts = _top(least, "baseline")["performance"], settings["barely_moves"], {}
     for setting in ("global", "cluster_based"):
         for removed, cell in _setting(least, setting, "least"):
-            change = cell["performance"][0] - base
+            change = cell["performance"][0] - base[0]
+            apart = margin.apart((limit, 0.0), (abs(change), math.hypot(cell["performance"][1], base[1])))
             parts[f"{SETTING_NAMES[setting]}, {removed} least"] = Verdict(
-                abs(change) <= limit,
-                f"Perf. {num(cell['performance'][0])} against the Baseline's {num(base)} ({change:+.3g})",
-                f"moves {change:+.3g} points, more than {limit}",
+                margin.clears(apart),
+                f"Perf. {num(cell['performance'][0])} against the Baseline's {num(base[0])} ({change:+.3g}, "
+                f"{std_units(apart)} within {limit})",
+                "" if margin.clears(apart) else f"moves {change:+.3g} points, not within {limit} by {margin.std} std",
             )
     return every(parts)

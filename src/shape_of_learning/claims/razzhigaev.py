@@ -105,7 +105,10 @@ def _section_4_4_pair(claim: Claim, experiment, config: dict) -> list[Group]:
     )
 
 
-STEADILY = "ends lower by more than {loss_tolerance} nats and over no stretch of checkpoints rises by more"
+STEADILY = (
+    "ends lower by at least {margin_std} standard errors of the difference (from each loss's own, loss_se, and taken "
+    "as no less than {spread_floor} x the larger loss) and over no stretch of checkpoints rises by as much"
+)
 
 CLAIMS = [
     Claim(
@@ -118,10 +121,11 @@ CLAIMS = [
         "a higher anisotropy concentration among all examined models. (4.1)",
         "Decoders' anisotropy across layers is bell-shaped, highest in the middle layers.",
         "At its final checkpoint each decoder's anisotropy has one interior peak: above layer 0 and its last layer "
-        f"{CHANGE} each, rising up to it and falling after it (no second peak by as much), at a relative depth "
-        "(layer / layers) strictly between {middle[0]} and {middle[1]}; where every interior layer lies between "
-        "them (4 layers or fewer for 0.2 and 0.8), not measurable.",
-        ("margin_std", "min_change", "middle"),
+        f"{CHANGE} each, rising up to it and falling after it (no second peak by as much), and resolved to the "
+        "middle: every layer the peak does not exceed by as much, its own included, at a relative depth (layer / "
+        "layers) strictly between {middle[0]} and {middle[1]}; where every interior layer lies between them (4 "
+        "layers or fewer for 0.2 and 0.8), not measurable.",
+        ("margin_std", "spread_floor", "min_change", "middle"),
         _figure_1_decoders,
         check_bell,
     ),
@@ -131,9 +135,11 @@ CLAIMS = [
         "abstract; Figure 1",
         "This pattern diverges from the more uniformly distributed anisotropy observed in encoders. (abstract)",
         "Encoders' anisotropy is more uniform across layers than decoders'.",
-        "At the final checkpoints, the encoders' median range of anisotropy across layers as a share of its peak "
-        "((max - min) / max of the per-layer means) is at most {uniform_ratio} x the decoders' median.",
-        ("uniform_ratio",),
+        "At the final checkpoints, each model's range of anisotropy across layers as a share of its peak ((max - "
+        "min) / max of the per-layer means), with its std (hypot(std at the max layer, std at the min layer) / max), "
+        "medians over models of both: the decoders' median range above the encoders' / {uniform_ratio} "
+        f"{MARGIN}.",
+        ("margin_std", "spread_floor", "uniform_ratio"),
         _figure_1_models,
         check_uniform,
     ),
@@ -144,11 +150,11 @@ CLAIMS = [
         "The consistent growth pattern, followed by stabilization, is observed across various models, suggesting "
         "an inherent characteristic of the language modeling training dynamics of decoders. (4.2)",
         "Decoders' anisotropy grows during training, then stabilises.",
-        "Each decoder's anisotropy, mean over layers (figures.layer_average), lies higher at its last checkpoint "
-        f"than at its first {MARGIN} (its rise); once that far above its first checkpoint it never falls below an "
+        "Each decoder's anisotropy, mean over layers (figures.layer_average), rises from its first checkpoint to "
+        f"its last {MARGIN}; once that far above its first checkpoint it never falls below an "
         "earlier checkpoint by as much and by more than {stable_share} x its rise; and from {stable_from} x its "
         "last step on it moves (max - min) by at most {stable_share} x its rise, or by less than the margin.",
-        ("margin_std", "stable_from", "stable_share"),
+        ("margin_std", "spread_floor", "stable_from", "stable_share"),
         _series_decoders("profile_across_checkpoints"),
         check_grows,
     ),
@@ -162,8 +168,9 @@ CLAIMS = [
         "The layer-averaged intrinsic dimension rises early in training, then falls.",
         "Each decoder's intrinsic dimension (the figure's estimator), mean over layers (figures.layer_average), has "
         f"one interior peak over its checkpoints: above its first and its last {CHANGE} each, rising up to it and "
-        "falling after it (no second peak by as much), at a step before {early} x its last step.",
-        ("margin_std", "min_change", "early"),
+        "falling after it (no second peak by as much), and resolved to early training: every checkpoint the peak "
+        "does not exceed by as much, its own included, at a step before {early} x its last step.",
+        ("margin_std", "spread_floor", "min_change", "early"),
         _series_decoders("id_across_checkpoints"),
         check_rises_then_falls,
     ),
@@ -175,7 +182,7 @@ CLAIMS = [
         "The rise and fall of the intrinsic dimension holds for all three estimators (TwoNN, MADA, MoM).",
         "The predicate of id_rises_then_falls holds for every intrinsic-dimension estimator the figure draws, for "
         "each of its decoders; fewer than 2 estimators (another metric is none) is not measurable.",
-        ("margin_std", "min_change", "early"),
+        ("margin_std", "spread_floor", "min_change", "early"),
         _series_decoders("id_estimators"),
         check_estimators_agree,
     ),
@@ -190,7 +197,7 @@ CLAIMS = [
         "Each decoder's intrinsic dimension (Figure 4's estimator, mean over layers) falls from its peak to its "
         f"last checkpoint {CHANGE}; and from that peak on, its loss on the corpus windows (extraction.loss), at "
         f"every checkpoint with a loss whatever its health, {STEADILY}.",
-        ("margin_std", "min_change", "loss_tolerance"),
+        ("margin_std", "spread_floor", "min_change"),
         _series_decoders("id_across_checkpoints", read_health=True),
         check_loss_while_id_falls,
         note="the project's reading: the 'performance' of section 3.3 is the loss on the corpus windows, the "
@@ -206,7 +213,7 @@ CLAIMS = [
         "TinyLlama-1.1B's intrinsic dimension is higher than Bloom-1.1B's, at the end of training and at its peak.",
         "TinyLlama-1.1B's intrinsic dimension (Figure 4's estimator, mean over layers) above Bloom-1.1B's at their "
         f"last checkpoints and at their peaks {MARGIN}, each.",
-        ("margin_std",),
+        ("margin_std", "spread_floor"),
         _section_4_4_pair,
         check_tinyllama_above_bloom,
     ),
