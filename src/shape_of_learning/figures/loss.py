@@ -24,8 +24,9 @@ def loss_across_checkpoints(
     health: pd.DataFrame, model: str, out_png: Path, out_pdf: Path, standard_errors: float
 ) -> matplotlib.figure.Figure:
     """A model's loss on the corpus windows against training step, from its own head: next-token loss for decoders,
-    masked-LM loss for encoders, each with a bar of +- `standard_errors` standard errors (health.standard_errors:
-    the margin its rules read, docs/checkpoint-health.md); checkpoints that are not their step's model are crossed
+    masked-LM loss for encoders, each with a bar of +- `standard_errors` standard errors of its own
+    (health.standard_errors: the margin its rules read, in standard errors of a difference, which pairing over the
+    same tokens makes smaller: docs/checkpoint-health.md); checkpoints that are not their step's model are crossed
     out, off the line, and named in the footnote, with why.
 
     `health` is the model's health table (`shape_of_learning.health.assess.COLUMNS`). Every checkpoint with a loss
@@ -46,7 +47,16 @@ def loss_across_checkpoints(
     kept = rows[rows["health"].isna()]
     ax.plot(kept["step"], kept["loss"], marker="o", markersize=4, color=colour, label=model)
     bar = standard_errors * rows["loss_se"]
-    ax.errorbar(rows["step"], rows["loss"], yerr=bar, fmt="none", color=colour, alpha=0.6, capsize=2)
+    ax.errorbar(
+        rows["step"],
+        rows["loss"],
+        yerr=bar,
+        fmt="none",
+        color=colour,
+        alpha=0.6,
+        capsize=2,
+        label=f"+- {standard_errors:g} standard errors, each loss's own (a difference's, paired, is smaller)",
+    )
     if len(bad := rows[rows["health"].notna()]):
         ax.scatter(bad["step"], bad["loss"], marker="x", s=80, color=warning, zorder=3, label="not its step's model")
     step_axis(ax)
