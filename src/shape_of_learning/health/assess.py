@@ -146,16 +146,12 @@ def _units(rows: pd.DataFrame, groups: dict[str, list[str]]) -> list[pd.DataFram
     """What the order judges: each training checkpoint that is its own model, and each group of checkpoints that are
     one model, as the rows of its training members, where none is broken or a mixture and every one has a loss and
     its standard error."""
-    units = []
-    for group in dict.fromkeys(tuple(group) for group in groups.values()):
-        members = rows[rows["checkpoint"].isin(group) & (rows["step"] >= 0)]
-        if len(members) and not (
-            members["broken"].notna().any()
-            or members["shared_files"].notna().any()
-            or members[["loss", "loss_se"]].isna().any().any()
-        ):
-            units.append(members)
-    return units
+    training = rows[rows["step"] >= 0]
+    judged = (
+        training["broken"].isna() & training["shared_files"].isna() & training[["loss", "loss_se"]].notna().all(axis=1)
+    )
+    group_of = training["checkpoint"].map(lambda name: groups[name][0])  # a group named by its first member
+    return [members for _, members in training.groupby(group_of, sort=False) if judged[members.index].all()]
 
 
 def _order(rows: pd.DataFrame, groups: dict, errors: Errors, settings: dict) -> tuple:
