@@ -305,6 +305,7 @@ def test_real_minilm_from_its_package(tmp_path):
     vectors, metadata = read_shard(tmp_path / "layer_6.parquet")
     assert vectors.shape == (50, 384) and vectors.dtype == np.float32 and metadata["family"] == "bert"
     assert manifest["hidden_size"] == 384 and manifest["last_layer_after_final_norm"] is False
+    assert manifest["vocab_size"] == 30522  # with family, layers and hidden_size, the shape health compares
     # the same vectors by hand: each window alone through transformers' BertModel, [CLS] and [SEP] dropped, the first
     # 50 token vectors in window order (a batch padded or not gives the same vectors)
     tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint.location)

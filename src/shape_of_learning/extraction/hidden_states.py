@@ -187,6 +187,7 @@ def _manifest(
         "modality": entry["modality"],
         "tokens_per_layer": metadata["tokens"],
         "hidden_size": getattr(config, "hidden_size", None),
+        "vocab_size": getattr(config, "vocab_size", None),  # with family, layers and hidden_size: its shape (health)
         "max_length": entry["max_length"],
         "dtype": metadata["model_dtype"],
         "store_dtype": store_dtype,
