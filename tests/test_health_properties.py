@@ -99,7 +99,11 @@ def clean_series(draw, least: int = 4) -> list[Checkpoint]:
 
 
 def judged(series: list[Checkpoint], settings: dict = SETTINGS) -> pd.DataFrame:
-    return assess([c.pin() for c in series], [c.manifest() for c in series], settings).set_index("checkpoint")
+    """The health table of `series`; every verdict that leaves a checkpoint out gives its evidence."""
+    health = assess([c.pin() for c in series], [c.manifest() for c in series], settings).set_index("checkpoint")
+    reasons = health["health"].dropna()
+    assert not reasons.str.contains(r": (?:;|$)").any(), reasons.tolist()
+    return health
 
 
 def drawn(health: pd.DataFrame) -> dict[str, str]:

@@ -120,14 +120,15 @@ def place(losses, tolerance: np.ndarray, steps, names: list[str]) -> Order:
 
 def _evidence(places: list[str], losses: np.ndarray, tolerance: np.ndarray, order, names: list[str]) -> list[str]:
     """Per checkpoint out of place or undecided: the checkpoint it runs against furthest beyond the tolerance (one
-    in order, for a checkpoint out of place; another undecided, for one undecided)."""
+    in order, for a checkpoint out of place; another undecided, for one undecided; any, where none is)."""
     found = []
     for v, where in enumerate(places):
-        cited = IN_ORDER if where == OUT_OF_PLACE else UNDECIDED
-        others = [u for u in np.flatnonzero(order[v] | order[:, v]) if places[u] == cited]
-        if where == IN_ORDER or not others:
+        if where == IN_ORDER:
             found.append("")
             continue
+        against = np.flatnonzero(order[v] | order[:, v])
+        cited = IN_ORDER if where == OUT_OF_PLACE else UNDECIDED
+        others = [u for u in against if places[u] == cited] or list(against)
         u = max(others, key=lambda u: abs(np.log(losses[v] / losses[u])) / tolerance[u, v])
         earlier = bool(order[u, v])
         found.append(
