@@ -295,41 +295,32 @@ def serve(branches: dict, name: str, source: str, precision: str | None = None) 
     }
 
 
+def broken(branches: dict, name: str, record: dict, per_token: list[float]) -> None:
+    """Branch `name` serves a broken model whose per-token losses are `per_token` (the rest of its loss `record`'s),
+    and whose fingerprint is its own."""
+    branches[name] |= {
+        "serves": f"broken {name}",
+        "loss": record
+        | {
+            "value": float(np.mean(per_token)),
+            "per_token": per_token,
+            "sum_squares": float(np.sum(np.square(per_token))),
+        },
+        "layers": layers(1000 + list(branches).index(name)),
+    }
+
+
 def scale_loss(branches: dict, name: str, factor: float) -> None:
     """Branch `name` serves a broken model: every per-token loss `factor` times its own."""
     loss = branches[name]["loss"]
-    per_token = [value * factor for value in loss["per_token"]]
-    branches[name] |= {
-        "serves": f"broken {name}",
-        "loss": loss
-        | {
-            "value": float(np.mean(per_token)),
-            "per_token": per_token,
-            "sum_squares": float(np.sum(np.square(per_token))),
-        },
-        "layers": layers(hash(name) % 1000),
-    }
+    broken(branches, name, loss, [value * factor for value in loss["per_token"]])
 
 
 def shift_loss(branches: dict, name: str, value: float) -> None:
-    """Branch `name` serves a broken model that predicts about uniformly, as an initialisation does: step0's
-    per-token losses shifted to the mean `value`."""
-    init = (
-        branches["step0"]["loss"]
-        if branches["step0"]["serves"] == "step0"
-        else DEMO_SERIES[branches[name]["model"]]["step0"]["loss"]
-    )
-    per_token = [loss + value - init["value"] for loss in init["per_token"]]
-    branches[name] |= {
-        "serves": f"broken {name}",
-        "loss": init
-        | {
-            "value": float(np.mean(per_token)),
-            "per_token": per_token,
-            "sum_squares": float(np.sum(np.square(per_token))),
-        },
-        "layers": layers(hash(name) % 1000),
-    }
+    """Branch `name` serves a broken model that predicts about uniformly, as an initialisation does: the measured
+    step0's per-token losses shifted to the mean `value`."""
+    init = DEMO_SERIES[branches[name]["model"]]["step0"]["loss"]
+    broken(branches, name, init, [loss + value - init["value"] for loss in init["per_token"]])
 
 
 def judge(branches: dict, settings: dict = DEMO_HEALTH) -> pd.DataFrame:
