@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -135,6 +136,38 @@ def test_weights_this_download_fetched_are_evicted_after_extraction(hub_folder, 
     assert blob.name == hashlib.sha256(BIG).hexdigest() and not blob.exists()
 
 
+def test_a_receipt_stands_only_while_the_cache_holds_what_it_lists(hub_folder, client, monkeypatch, tmp_path):
+    with LocalHub(hub_folder) as hub:
+        point_at(hub.endpoint, monkeypatch)
+        lock = pin(Checkpoint("big", "main", "hub", "acme/big", "main", -1))
+        receipt_file = tmp_path / "receipt.json"
+        receipt_file.write_text(json.dumps(download.download(lock, ENTRY)))
+    assert download.missing_from_cache(str(tmp_path / "never-written.json")) == []  # before its download: nothing
+    assert download.missing_from_cache(str(receipt_file)) == []
+    download.check_receipt(str(receipt_file))
+    snapshot = hf_cache.snapshot("acme/big", lock["commit_sha"])
+    blob = (snapshot / "model.safetensors").resolve()
+    blob.unlink()  # a cache cleanup between the download and the extraction
+    assert download.missing_from_cache(str(receipt_file)) == ["acme/big/model.safetensors"]
+    with pytest.raises(download.StaleReceiptError) as raised:
+        download.check_receipt(str(receipt_file))
+    assert str(receipt_file) in str(raised.value) and "Rerun snakemake: the download job runs again" in str(
+        raised.value
+    )
+    blob.write_bytes(BIG[:1000])  # a truncated blob under the right name
+    assert download.missing_from_cache(str(receipt_file)) == ["acme/big/model.safetensors"]
+    blob.unlink()
+    other = blob.with_name("0" * 64)
+    other.write_bytes(BIG)
+    (snapshot / "model.safetensors").unlink()
+    (snapshot / "model.safetensors").symlink_to(other)  # the right size, another blob than the one verified
+    assert download.missing_from_cache(str(receipt_file)) == ["acme/big/model.safetensors"]
+    (snapshot / "tokenizer.json").unlink()
+    assert download.missing_from_cache(str(receipt_file)) == ["acme/big/model.safetensors", "acme/big/tokenizer.json"]
+    receipt_file.write_text("{trunc")
+    assert download.missing_from_cache(str(receipt_file))[0].startswith(f"{receipt_file} (unreadable")
+
+
 def test_only_hub_checkpoints_and_hub_tokenizers_need_a_download(tmp_path):
     hub, local = (Checkpoint("m", "main", source, "acme/m", None, -1) for source in ("hub", "local"))
     assert download.needed(hub, ENTRY) and not download.needed(local, ENTRY)
@@ -190,8 +223,9 @@ def job_events(stderr: str) -> list[tuple[str, str, str]]:
     return events
 
 
-@pytest.mark.slow
-def test_extraction_reads_what_the_download_jobs_fetched_and_opens_no_connection(tiny_hub, tmp_path):
+def tiny_workflow(tmp_path: Path, endpoint: str) -> tuple[list[str], dict[str, str]]:
+    """The Snakemake command of a run of the tiny series in `tmp_path`, and its environment: the Hub at `endpoint`,
+    a cache of its own, no token, every connection but loopback refused and logged."""
     config = {
         "corpus": {"name": "enwiki-sample", "gensim_sample": True},
         "windows": {"count": 48, "chars": 200, "seed": 0},
@@ -210,33 +244,39 @@ def test_extraction_reads_what_the_download_jobs_fetched_and_opens_no_connection
         },
     }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    cache, log = tmp_path / "hf-cache", tmp_path / "connections.jsonl"
     env = {
         key: value
         for key, value in os.environ.items()
         if key not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN")
     }
+    env |= {
+        "HF_ENDPOINT": endpoint,
+        "HF_HUB_CACHE": str(tmp_path / "hf-cache"),
+        "HF_TOKEN_PATH": str(tmp_path / "no-token"),
+        "NETWORK_GUARD_LOG": str(tmp_path / "connections.jsonl"),
+        "PYTHONPATH": os.pathsep.join([str(GUARD), env.get("PYTHONPATH", "")]),
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(tmp_path),
+        "--configfile",
+        str(tmp_path / "config.yaml"),
+        "--cores",
+        "2",
+    ]
+    return command, env
+
+
+@pytest.mark.slow
+def test_extraction_reads_what_the_download_jobs_fetched_and_opens_no_connection(tiny_hub, tmp_path):
+    cache, log = tmp_path / "hf-cache", tmp_path / "connections.jsonl"
     with LocalHub(tiny_hub) as hub:
-        env |= {
-            "HF_ENDPOINT": hub.endpoint,
-            "HF_HUB_CACHE": str(cache),
-            "HF_TOKEN_PATH": str(tmp_path / "no-token"),
-            "NETWORK_GUARD_LOG": str(log),
-            "PYTHONPATH": os.pathsep.join([str(GUARD), env.get("PYTHONPATH", "")]),
-        }
-        command = [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "--snakefile",
-            str(REPO / "Snakefile"),
-            "--directory",
-            str(tmp_path),
-            "--configfile",
-            str(tmp_path / "config.yaml"),
-            "--cores",
-            "2",
-        ]
+        command, env = tiny_workflow(tmp_path, hub.endpoint)
         result = subprocess.run(command, capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr[-4000:]
     connections = [json.loads(line) for line in log.read_text().splitlines()]
@@ -269,6 +309,64 @@ def test_extraction_reads_what_the_download_jobs_fetched_and_opens_no_connection
     # a rerun (a resume after a stop) finds nothing to do: step2's and step3's downloads keep the gates they waited on
     rerun = subprocess.run([*command, "--dry-run"], capture_output=True, text=True, env=env | {"HF_HUB_OFFLINE": "1"})
     assert rerun.returncode == 0 and "Nothing to be done" in rerun.stdout + rerun.stderr, rerun.stdout[-3000:]
+
+
+@pytest.mark.slow
+def test_a_blob_gone_since_the_download_is_downloaded_again_by_the_next_run(tiny_hub, tmp_path):
+    receipt, manifest = (tmp_path / f"results/{kind}/tiny/step0.json" for kind in ("weights", "manifests"))
+    with LocalHub(tiny_hub) as hub:
+        command, env = tiny_workflow(tmp_path, hub.endpoint)
+        downloaded = subprocess.run(
+            [*command, "results/weights/tiny/step0.json"], capture_output=True, text=True, env=env
+        )
+        assert downloaded.returncode == 0 and receipt.is_file(), downloaded.stderr[-3000:]
+        commit = json.loads(receipt.read_text())["commit_sha"]
+        link = tmp_path / f"hf-cache/models--{TINY.replace('/', '--')}/snapshots/{commit}/model.safetensors"
+        link.resolve().unlink()  # a cache cleanup between the download job and the extraction
+        target = "results/manifests/tiny/step0.json"
+        # the extraction's own check, met where the download does not rerun: a run that leaves out the params trigger
+        without_params = ["--rerun-triggers", "mtime", "input", "code", "software-env"]
+        failed = subprocess.run([*command, target, *without_params], capture_output=True, text=True, env=env)
+        assert failed.returncode != 0 and not manifest.exists()
+        log = (tmp_path / "logs/extract_hidden_states/tiny/step0.log").read_text()
+        assert f"{TINY}/model.safetensors: not in the Hugging Face cache" in log, log[-3000:]
+        assert "results/weights/tiny/step0.json" in log and "Nothing was loaded" in log
+        rerun = subprocess.run([*command, target], capture_output=True, text=True, env=env)
+    assert rerun.returncode == 0 and manifest.is_file(), rerun.stderr[-3000:]
+    assert [rule for kind, rule, _ in job_events(rerun.stderr) if kind == "start"] == [
+        "download_weights",
+        "extract_hidden_states",
+    ]
+
+
+@pytest.mark.slow
+def test_a_model_fixed_upstream_after_its_pin_is_picked_up_by_the_command_the_refusal_names(tiny_hub, tmp_path):
+    hub_folder = tmp_path / "hub"
+    shutil.copytree(tiny_hub, hub_folder)
+    with LocalHub(hub_folder) as hub:
+        command, env = tiny_workflow(tmp_path, hub.endpoint)
+        pinned = subprocess.run([*command, "results/weights/tiny/step0.json"], capture_output=True, text=True, env=env)
+        assert pinned.returncode == 0, pinned.stderr[-3000:]
+        old = json.loads((tmp_path / "results/lock/tiny/step0.json").read_text())["commit_sha"]
+        # upstream publishes step0 again, with the block its first upload lacked; the user sets `layers: 3`
+        deeper = transformers.GPTNeoXConfig.from_pretrained(tiny_hub / TINY / "revisions/step0")
+        deeper.num_hidden_layers = 3
+        transformers.GPTNeoXForCausalLM(deeper).save_pretrained(tmp_path / "fixed")
+        add_branch(hub_folder, TINY, "step0", {path.name: path for path in (tmp_path / "fixed").iterdir()})
+        config = yaml.safe_load((tmp_path / "config.yaml").read_text())
+        config["models"]["tiny"]["layers"] = 3
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+        refused = subprocess.run([*command, "-n"], capture_output=True, text=True, env=env)
+        said = refused.stdout + refused.stderr
+        assert refused.returncode != 0 and "results/lock/tiny/step0.json pins) gives a depth of 2" in said, said[-3000:]
+        renew = re.search(r"renew its locks: `(rm -r [^`]+)`", said)[1]
+        assert renew == "rm -r results/lock/tiny"
+        subprocess.run(renew.split(), cwd=tmp_path, check=True)
+        target = "results/manifests/tiny/step0.json"
+        fixed = subprocess.run([*command, target], capture_output=True, text=True, env=env)
+    assert fixed.returncode == 0, fixed.stderr[-3000:]
+    manifest = json.loads((tmp_path / target).read_text())
+    assert manifest["commit_sha"] != old and manifest["layers"] == 3
 
 
 @pytest.mark.slow

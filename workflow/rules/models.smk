@@ -52,6 +52,11 @@ rule download_weights:
         after=download_gate,
     output:
         temp(paths.weights_receipt()),
+    params:
+        # not read by the job: a rerun trigger. Empty while the cache holds what the receipt lists; once a file is
+        # gone (evicted by a failed attempt, a cache cleanup), the download runs again (models.download)
+        missing_from_cache=lambda wildcards: download.missing_from_cache(
+            paths.weights_receipt(wildcards.model, wildcards.checkpoint)),
     localrule: True
     log:
         paths.log("download_weights", "{model}/{checkpoint}"),

@@ -6,5 +6,7 @@ from shape_of_learning.models.download import download
 from shape_of_learning.models.pinning import read_lock
 
 with job_logging(snakemake):
-    receipt = download(read_lock(snakemake.input.pin), snakemake.config["models"][snakemake.wildcards.model])
+    receipt = download(
+        read_lock(snakemake.input.pin), snakemake.config["models"][snakemake.wildcards.model], snakemake.input.pin
+    )
     Path(snakemake.output[0]).write_text(json.dumps(receipt, indent=2) + "\n")

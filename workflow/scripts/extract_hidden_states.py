@@ -9,6 +9,7 @@ from shape_of_learning.corpus.media import read_media
 from shape_of_learning.extraction import FAIL_FIRST_ATTEMPT_VARIABLE
 from shape_of_learning.extraction.hidden_states import extract
 from shape_of_learning.logs import filesystem, job_logging
+from shape_of_learning.models.download import check_receipt
 from shape_of_learning.models.hf_cache import evict_weights
 from shape_of_learning.models.pinning import read_lock
 
@@ -20,6 +21,8 @@ with job_logging(snakemake):
     if os.environ.get(FAIL_FIRST_ATTEMPT_VARIABLE) == job and not failed_once.exists():
         failed_once.touch()
         raise RuntimeError(f"{job}: failed on its first attempt, as {FAIL_FIRST_ATTEMPT_VARIABLE} asks (a test switch)")
+    if receipt := snakemake.input.get("weights"):
+        check_receipt(receipt)  # what the download fetched is still in the cache: else a rerun downloads it again
     entry = snakemake.config["models"][snakemake.wildcards.model]
     options = snakemake.config["extraction"]
     corpus = Path(snakemake.input.corpus)
@@ -43,5 +46,5 @@ with job_logging(snakemake):
     )
     Path(snakemake.output.manifest).write_text(json.dumps(manifest, indent=2, default=str) + "\n")
     if options["evict_weights"]:  # the disk of a few checkpoints at a time, not of the series; what the cache held
-        receipt = snakemake.input.get("weights")  # before this run's download job stays (models.download)
+        # before this run's download job stays (models.download)
         evict_weights(manifest, keep=json.loads(Path(receipt).read_text())["cached_before"] if receipt else ())

@@ -11,14 +11,22 @@ mid-file resumes from the bytes received (a Range request), a transient failure 
 already cached are verified, not fetched again. A weight file whose bytes do not hash to the lock's digest is deleted
 from the cache, blob and snapshot link, and the job fails naming both digests: nothing unverified stays for an
 extraction to load.
+
+A receipt stands for the files it lists only while the cache still holds them as downloaded (`missing_from_cache`:
+each snapshot link there, of the size received, a weight file's blob named by its verified sha256). The download
+job's `params:` hold what is missing, so a receipt whose files were removed since (a cache cleanup, an eviction, a
+node whose cache is not the submit host's) reruns its download; the extraction refuses a stale receipt naming it
+(`check_receipt`), before it loads anything.
 """
 
 import hashlib
+import json
 import logging
 import re
 from pathlib import Path
 
 import huggingface_hub  # HfApi, hf_hub_download looked up when called: shape_of_learning.network
+from huggingface_hub import constants
 from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, HTTPError, OfflineModeIsEnabled
 
 from shape_of_learning import network
@@ -38,6 +46,10 @@ class DigestMismatchError(ValueError):
     """A downloaded file is not the one its lock records; it was deleted from the cache."""
 
 
+class StaleReceiptError(FileNotFoundError):
+    """A download's receipt lists files that the Hugging Face cache no longer holds as downloaded."""
+
+
 def needed(checkpoint: Checkpoint, entry: dict) -> bool:
     """Whether a checkpoint's extraction reads files a download job fetches: a Hub checkpoint (a random-init
     baseline's config and tokenizer too), or any checkpoint whose tokenizer is a Hub repository."""
@@ -50,7 +62,7 @@ def hub_tokenizer(entry: dict) -> str | None:
     return tokenizer if tokenizer and not Path(tokenizer).is_dir() else None
 
 
-def download(lock: dict, entry: dict) -> dict:
+def download(lock: dict, entry: dict, lock_file: str = "the lock") -> dict:
     """Fetch what the extraction of `lock`'s checkpoint reads (module docstring) and return the receipt: {model,
     checkpoint, location, commit_sha, files: {name: bytes}, verified: {weight file: digest}, cached_before: [the weight
     files the cache held already, which eviction leaves], tokenizer: {location, commit_sha, files} or None}."""
@@ -71,7 +83,7 @@ def download(lock: dict, entry: dict) -> dict:
         names = sorted({name for name in listing(repo, commit) if SUPPORT_FILE.fullmatch(name)} | set(lock["weights"]))
         paths = {name: fetch(repo, name, commit) for name in names}
         for name, recorded in lock["weights"].items():
-            verify(paths[name], recorded, f"{repo}@{commit}: {name}")
+            verify(paths[name], recorded, f"{repo}@{commit}: {name}", lock_file)
         receipt |= {
             "files": {name: path.stat().st_size for name, path in paths.items()},
             "verified": dict(sorted(lock["weights"].items())),
@@ -129,7 +141,53 @@ def fetch(repo: str, name: str, revision: str | None) -> Path:
         ) from None
 
 
-def verify(path: Path, recorded: str, what: str) -> None:
+def missing_from_cache(receipt_file: str) -> list[str]:
+    """The files of a download's receipt that the Hugging Face cache no longer holds as downloaded: "repo/file" for
+    each whose snapshot link is gone, whose size is not the one received, or, for a weight file, whose blob is not
+    named by the sha256 verified (`hf_cache`: an LFS file's blob is named by its sha256). None (an empty list) where
+    the receipt does not exist; an unreadable receipt counts as missing all. Reads no file's content: cheap enough
+    for every download job Snakemake plans (its rerun trigger, models.smk)."""
+    try:
+        receipt = json.loads(Path(receipt_file).read_text())
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as error:
+        return [f"{receipt_file} (unreadable: {error})"]
+    parts = [(receipt["location"], receipt["commit_sha"], receipt["files"], receipt["verified"])]
+    if receipt.get("tokenizer"):
+        tokenizer = receipt["tokenizer"]
+        parts.append((tokenizer["location"], tokenizer["commit_sha"], tokenizer["files"], {}))
+    missing = []
+    for repo, commit, files, verified in parts:
+        snapshot = hf_cache.snapshot(repo, commit) if files else None
+        for name, size in sorted(files.items()):
+            link = snapshot / name if snapshot else None
+            digest = verified.get(name, "")
+            if (
+                link is None
+                or not link.is_file()
+                or link.stat().st_size != size
+                or (digest and not digest.startswith("git-blob:") and link.resolve().name != digest)
+            ):
+                missing.append(f"{repo}/{name}")
+    return missing
+
+
+def check_receipt(receipt_file: str) -> None:
+    """Raise StaleReceiptError, naming the receipt and what is gone, where the cache no longer holds what the receipt
+    lists (`missing_from_cache`): the extraction's check, before it loads anything."""
+    if missing := missing_from_cache(receipt_file):
+        shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+        raise StaleReceiptError(
+            f"{shown}: not in the Hugging Face cache ({constants.HF_HUB_CACHE}) as the download's receipt "
+            f"{receipt_file} records them: removed since it was written (a cache cleanup, `hf cache delete`, an "
+            "evicted checkpoint's retry), or this node's cache is not the one the download job filled (HF_HOME must "
+            "be on a filesystem both share). Nothing was loaded. Rerun snakemake: the download job runs again, as its "
+            f"receipt no longer matches the cache (with --rerun-triggers that leave out params: delete {receipt_file})"
+        )
+
+
+def verify(path: Path, recorded: str, what: str, lock_file: str = "the lock") -> None:
     """Raise DigestMismatchError unless the file hashes to `recorded` (a sha256, or "git-blob:<sha1>" for a file
     stored in git itself: `pinning.hub_files`), deleting its blob and snapshot link first."""
     blob = path.resolve()
@@ -141,7 +199,8 @@ def verify(path: Path, recorded: str, what: str) -> None:
     raise DigestMismatchError(
         f"{what} has digest {found}, not the {recorded} its lock records; deleted from the Hugging Face cache. The "
         "Hub served other bytes than it listed when the checkpoint was pinned: rerun (a fault on the way is fixed by "
-        "downloading again); if it persists, the repository was rewritten since: delete the lock and pin it again"
+        f"downloading again); if it persists, the repository was rewritten since: delete {lock_file} and rerun, "
+        "which pins the checkpoint again"
     )
 
 
