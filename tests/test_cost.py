@@ -351,6 +351,8 @@ def test_the_paper_dry_run_prints_the_cost_offline_on_a_fresh_clone(tmp_path):
     )
     assert dry.returncode == 0, dry.stderr[-3000:]
     assert "pythia-2.8b " in dry.stderr and "GPU-hours on one GPU: " in dry.stderr
+    [unchecked] = [line for line in dry.stderr.splitlines() if "not checked here" in line]  # a fresh clone knows none
+    assert "their pin jobs check them on the Hub" in unchecked and "bloom-3b-intermediate" in unchecked
     lines = dry.stderr[dry.stderr.index("Cost of ") :].splitlines()
     assert "unknown" not in "\n".join(lines) and "≥" not in "\n".join(lines)
     assert len(lines) == 4 and "wall time on 1 GPU (cost.gpus" in lines[3]  # the summary comes last

@@ -108,14 +108,16 @@ def test_a_config_json_gives_the_depth_extraction_will_find_or_nothing(tmp_path,
     assert config_depth(file) == depth
 
 
-def test_a_hub_model_is_checked_against_the_config_json_in_the_hf_cache(tmp_path, monkeypatch):
+def test_a_hub_model_is_checked_at_its_pinned_commit_or_offline_at_its_cached_branch(tmp_path, monkeypatch):
     from huggingface_hub import constants
 
     from hf_cache import add_revision
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "cache"))
-    add_revision(tmp_path / "cache", "acme/gpt", "main", {"config.json": b'{"model_type": "gpt2", "n_layer": 6}'})
+    commit = add_revision(
+        tmp_path / "cache", "acme/gpt", "main", {"config.json": b'{"model_type": "gpt2", "n_layer": 6}'}
+    )
     config = validate_config(
         {
             "corpus": {"name": "c", "gensim_sample": True},
@@ -123,8 +125,73 @@ def test_a_hub_model_is_checked_against_the_config_json_in_the_hf_cache(tmp_path
             "models": {"gpt": {"hub_id": "acme/gpt", "kind": "decoder", "layers": 12}},
         }
     )
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # the pin job would pin from the cache: its ref holds
     [problem] = layer_problems(plan(config))
     assert problem.endswith("gives a depth of 6; set `layers: 6`")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)  # the branch may have moved since the cache saw it
+    assert layer_problems(plan(config)) == []
+    lock = tmp_path / "results/lock/gpt/main.json"
+    lock.parent.mkdir(parents=True)
+    lock.write_text(json.dumps({"commit_sha": commit}))
+    [problem] = layer_problems(plan(config))  # the pinned commit is what the run loads
+    assert (
+        f"config.json ({tmp_path / 'cache'}/models--acme--gpt/snapshots/{commit}/config.json, at the commit " in problem
+    )
+    assert "results/lock/gpt/main.json pins) gives a depth of 6; set `layers: 6`. If upstream has fixed" in problem
+    assert problem.endswith(
+        "renew its locks: `rm -r results/lock/gpt` and rerun; the pin jobs read the Hub again, and only what depends "
+        "on a lock whose content changed reruns"
+    )
+
+
+def test_the_dry_run_says_how_each_model_s_branches_were_checked_offline(tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    from hf_cache import add_revision
+    from shape_of_learning.models.revisions import branch_check_lines, branch_checks
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    (tmp_path / "saved/main").mkdir(parents=True)
+    hub = {"kind": "decoder", "layers": 2, "checkpoints": ["step1", "step2"]}
+    config = validate_config(
+        {
+            "corpus": {"name": "c", "gensim_sample": True},
+            "figures": {},
+            "models": {
+                "pinned": {"hub_id": "acme/pinned", **hub},
+                "recorded": {"hub_id": "acme/recorded", **hub},
+                "cached": {"hub_id": "acme/cached", **hub},
+                "unknown": {"hub_id": "acme/unknown", **hub},
+                "local": {"path": "saved", "kind": "decoder", "layers": 2},
+            },
+        }
+    )
+    for model, checkpoint, refs in (("pinned", "step1", None), ("pinned", "step2", None), ("recorded", "step1", ["x"])):
+        lock = tmp_path / f"results/lock/{model}/{checkpoint}.json"
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        lock.write_text(json.dumps({"location": f"acme/{model}", "repository_refs": refs}))
+    add_revision(tmp_path / "cache", "acme/cached", "step1", {"config.json": b"{}"})
+    experiment = plan(config)
+    online = branch_checks(experiment.checkpoints, experiment.models)
+    assert online == {
+        "pinned": "pinned",
+        "recorded": "lock refs",
+        "cached": "not checked",  # online, the cache's refs are not what the pin job reads
+        "unknown": "not checked",
+        "local": "directories",
+    }
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    assert branch_checks(experiment.checkpoints, experiment.models)["cached"] == "cache"
+    assert branch_check_lines(online) == [
+        "Branches of 1 model pinned already (each has a lock): pinned",
+        "Branches of 1 model checked against the refs an earlier pin read on the Hub (a branch published since is not "
+        "known): recorded",
+        "Branches of 1 model checked: their checkpoint directories exist: local",
+        "Branches of 2 models not checked here: nothing is known offline, their pin jobs check them on the Hub: "
+        "cached, unknown",
+    ]
 
 
 def test_downloads_wait_in_lanes_of_models_the_same_deliverables_need(paper):

@@ -31,7 +31,7 @@ from shape_of_learning.rajaee_pilehvar.plan import parse_reference
 from shape_of_learning.experiment.outcome import drop_unavailable, missing
 from shape_of_learning.models import download
 from shape_of_learning.models.checkpoints import RANDOM_INIT
-from shape_of_learning.models.revisions import revision_problems
+from shape_of_learning.models.revisions import branch_check_lines, branch_checks, revision_problems
 
 CONFIG_NAME = results_root.config_name(CONFIG_FILES, workflow.basedir)
 if workflow.is_main_process:  # where Snakemake plans, not in each job's process
@@ -46,6 +46,9 @@ PREFLIGHT = revision_problems(EXPERIMENT.checkpoints, EXPERIMENT.models) if work
 if workflow.is_main_process:
     if wrong_layers := preflight.layer_problems(EXPERIMENT):
         raise ValueError("\n".join(wrong_layers))
+    if DRY_RUN:  # what the revision check above could check offline, and what it leaves to the pin jobs
+        for line in branch_check_lines(branch_checks(EXPERIMENT.checkpoints, EXPERIMENT.models)):
+            print(line, file=sys.stderr)
     for data in preflight.missing_data(config, EXPERIMENT):  # a dry run plans the whole run and says what is missing
         if DRY_RUN:
             print(f"{data.line}. A real run stops here unless --keep-going leaves out what needs it", file=sys.stderr)

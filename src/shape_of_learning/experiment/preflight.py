@@ -7,9 +7,12 @@ to get the data and how to run without it, and the models that cannot be had wit
 and plans the whole run; a real run refuses to start, before anything is written, unless --keep-going leaves out what
 needs those models (common.smk). A path whose job's output exists is no longer read and is not checked.
 
-Layers: a model's config.json, wherever one can be read here (a `path:` or `package:` directory, the Hugging Face
-cache's snapshot of its pinned or configured revision), gives the model's depth (`extraction.families.depth`), which
-its `layers:` must equal (`layer_problems`); models the pipeline trains have the depth their entry gives them.
+Layers: a model's config.json, wherever one can be read here, gives the model's depth (`extraction.families.depth`),
+which its `layers:` must equal (`layer_problems`): a `path:` or `package:` directory's; a Hub checkpoint's at the
+commit its lock pins, from the Hugging Face cache's snapshot of that commit; with HF_HUB_OFFLINE (where the pin job
+too pins from the cache) the cache's snapshot of its configured revision. Online and unpinned, the cache's ref may be
+older than the branch (upstream fixed since): nothing is checked, the pin job reads the Hub and the extraction checks
+the depth it loads. Models the pipeline trains have the depth their entry gives them.
 config.json is read as JSON, not through transformers, whose import would cost a dry run seconds: where it leaves a
 value to the config class's default, or names the block count ambiguously, nothing is checked.
 """
@@ -18,13 +21,15 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from huggingface_hub import constants
+
 from shape_of_learning import paths
 from shape_of_learning.corpus import MODALITIES
 from shape_of_learning.experiment.plan import Experiment
-from shape_of_learning.rajaee_pilehvar.plan import parse_reference
 from shape_of_learning.extraction.families import depth
 from shape_of_learning.models import hf_cache
 from shape_of_learning.models.checkpoints import Checkpoint
+from shape_of_learning.rajaee_pilehvar.plan import parse_reference
 
 # The names config classes store their block count under, aliased to `num_hidden_layers` (their `attribute_map`):
 # GPT-2, GPT-J and Bloom n_layer, MPT n_layers, T5-style num_layers
@@ -114,26 +119,46 @@ def layer_problems(experiment: Experiment) -> list[str]:
     for model, entry in experiment.models.items():
         if "train" in entry or "finetune" in entry or entry["trust_remote_code"]:
             continue  # the pipeline's own models have the depth of their entry; remote code is not read here
-        config_file = next(filter(None, map(local_config, reversed(experiment.checkpoints[model]))), None)
+        checkpoint, config_file = next(
+            ((ckpt, file) for ckpt in reversed(experiment.checkpoints[model]) if (file := local_config(ckpt))),
+            (None, None),
+        )
         blocks = config_depth(config_file) if config_file else None
         if blocks is not None and blocks != entry["layers"]:
             found.append(
                 f"model {model!r}: layers: {entry['layers']} in the config, but its config.json "
-                f"({config_file}) gives a depth of {blocks}; set `layers: {blocks}`"
+                f"({config_file}{_pinned_by(checkpoint)}) gives a depth of {blocks}; set `layers: {blocks}`"
+                + _renew(checkpoint)
             )
     return found
 
 
+def _pinned_by(checkpoint: Checkpoint) -> str:
+    lock = Path(paths.lock(checkpoint.model, checkpoint.name))
+    return f", at the commit {lock} pins" if checkpoint.source == "hub" and lock.is_file() else ""
+
+
+def _renew(checkpoint: Checkpoint) -> str:
+    """How to pin a Hub model's checkpoints again, where a lock gave the config.json: upstream may have fixed it."""
+    if not _pinned_by(checkpoint):
+        return ""
+    return (
+        ". If upstream has fixed the model since it was pinned, renew its locks: "
+        f"`rm -r {paths.lock_dir(checkpoint.model)}` and rerun; the pin jobs read the Hub again, and only what depends "
+        "on a lock whose content changed reruns"
+    )
+
+
 def local_config(checkpoint: Checkpoint) -> Path | None:
-    """The checkpoint's config.json where one can be read here: in its directory, or in the HF cache's snapshot of
-    its pinned commit (its lock) or of its configured revision."""
+    """The checkpoint's config.json where one can be read here (module docstring): in its directory, or in the HF
+    cache's snapshot of the commit its lock pins, or with HF_HUB_OFFLINE of its configured revision."""
     if checkpoint.source != "hub":
         folder = Path(checkpoint.location)
     else:
         try:
             commit = json.loads(Path(paths.lock(checkpoint.model, checkpoint.name)).read_text())["commit_sha"]
         except (OSError, ValueError, KeyError, TypeError):
-            commit = hf_cache.commit_of(checkpoint.location, checkpoint.revision)
+            commit = hf_cache.commit_of(checkpoint.location, checkpoint.revision) if constants.HF_HUB_OFFLINE else None
         folder = hf_cache.snapshot(checkpoint.location, commit) if commit else None
     file = folder / "config.json" if folder else None
     return file if file and file.is_file() else None

@@ -91,13 +91,52 @@ def revision_problems(checkpoints: dict[str, list[Checkpoint]], models: dict[str
                 _check_directories(model, found)
                 continue
             for repo in dict.fromkeys(c.location for c in found if c.source == "hub"):
-                refs, where = _known_refs(repo, Path(paths.lock_dir(model)))
+                refs, where, _ = _known_refs(repo, Path(paths.lock_dir(model)))
                 for ckpt in found:
                     if refs and ckpt.location == repo:
                         check_revision(repo, ckpt.revision, refs, where)
         except (MissingRevisionError, FileNotFoundError) as error:
             problems[model] = error
     return problems
+
+
+def branch_checks(checkpoints: dict[str, list[Checkpoint]], models: dict[str, dict]) -> dict[str, str]:
+    """How `revision_problems` checked each model's configured checkpoints, without network: "pinned" (each has a
+    lock), "lock refs" (against the refs an earlier pin read on the Hub), "cache" (the local cache, HF_HUB_OFFLINE),
+    "directories" (a `path:`/`package:` model's), "not checked" (nothing known here: its pin jobs check them on the
+    Hub). Models the pipeline trains or fine-tunes have no branches to check and are left out."""
+    found = {}
+    for model, entry in models.items():
+        if "train" in entry or "finetune" in entry:
+            continue
+        unpinned = [c for c in checkpoints[model] if not Path(paths.lock(model, c.name)).is_file()]
+        if "path" in entry or "package" in entry:
+            found[model] = "directories"
+        elif not unpinned:
+            found[model] = "pinned"
+        else:
+            known = [_known_refs(repo, Path(paths.lock_dir(model))) for repo in {c.location for c in unpinned}]
+            ways = {way if refs else "not checked" for refs, _, way in known}
+            found[model] = "not checked" if "not checked" in ways else "cache" if ways == {"cache"} else "lock refs"
+    return found
+
+
+def branch_check_lines(checks: dict[str, str]) -> list[str]:
+    """The dry run's lines saying how each model's branches were checked (`branch_checks`), one per way."""
+    said = {
+        "pinned": "pinned already (each has a lock)",
+        "lock refs": "checked against the refs an earlier pin read on the Hub (a branch published since is not known)",
+        "cache": "checked against the local Hugging Face cache (HF_HUB_OFFLINE)",
+        "directories": "checked: their checkpoint directories exist",
+        "not checked": "not checked here: nothing is known offline, their pin jobs check them on the Hub",
+    }
+    lines = []
+    for way, text in said.items():
+        named = [model for model, how in checks.items() if how == way]
+        if named:
+            models = f"{len(named)} models" if len(named) > 1 else "1 model"
+            lines.append(f"Branches of {models} {text}: {', '.join(named)}")
+    return lines
 
 
 def _check_directories(model: str, found: list[Checkpoint]) -> None:
@@ -114,21 +153,25 @@ def _check_directories(model: str, found: list[Checkpoint]) -> None:
         )
 
 
-def _known_refs(repo: str, model_locks: Path) -> tuple[list[str], str]:
-    """Refs of `repo` known without network: recorded by an earlier pin, or with HF_HUB_OFFLINE, the cache's."""
+def _known_refs(repo: str, model_locks: Path) -> tuple[list[str], str, str]:
+    """Refs of `repo` known without network, where they were read, and the way (`branch_checks`): recorded by an
+    earlier pin ("lock refs"), or with HF_HUB_OFFLINE the cache's ("cache"); else none ("not checked")."""
     for lock in sorted(model_locks.glob("*.json")) if model_locks.is_dir() else []:
         try:
             recorded = json.loads(lock.read_text())
         except (OSError, ValueError):
             continue  # a broken lock is the pin job's to report (read_lock)
         if recorded.get("location") == repo and recorded.get("repository_refs"):
-            return recorded["repository_refs"], (
+            where = (
                 f"its refs as read on the Hub when {lock} was pinned; a ref published since is not known here, "
-                "but a commit sha always is"
+                f"but a commit sha always is; to read the refs on the Hub again, delete the model's locks (`rm -r "
+                f"{model_locks}`) and rerun: only what depends on a lock whose content changed reruns"
             )
+            return recorded["repository_refs"], where, "lock refs"
     if constants.HF_HUB_OFFLINE:
-        return hf_cache.cached_refs(repo), f"in the local cache {hf_cache.repo_dir(repo)}, HF_HUB_OFFLINE being set"
-    return [], ""
+        where = f"in the local cache {hf_cache.repo_dir(repo)}, HF_HUB_OFFLINE being set"
+        return hf_cache.cached_refs(repo), where, "cache"
+    return [], "", "not checked"
 
 
 def by_step(refs: list[str]) -> list[str]:
