@@ -9,7 +9,11 @@
 3. runs Snakemake on presets/rehearsal.yaml with HF_ENDPOINT at that Hub, its own HF_HOME and the token, the global
    HF_HUB_OFFLINE unset: the pin and download jobs reach the Hub, every extraction goes offline by itself
    (`network.go_offline`); then the report and `verify`;
-4. fails unless each fault was met (and survived: the run completed) and no partial download is left in the cache.
+4. fails unless each fault was met (and survived: the run completed) and no partial download is left in the cache;
+5. rehearses three upstream breaks on fault twins of its own (`faults`: a block missing from the weights, a shard
+   missing on the Hub, a cached blob deleted before the extraction), failing unless each ends as it must.
+
+    python -m shape_of_learning.rehearsal --faults-only      # step 5 alone, after step 1
 """
 
 import argparse
@@ -20,8 +24,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
 from shape_of_learning import REPOSITORY
-from shape_of_learning.rehearsal import media, twins
+from shape_of_learning.rehearsal import faults, media, twins
 from shape_of_learning.rehearsal.local_hub import Fault, LocalHub
 from shape_of_learning.rehearsal.preset import FOLDER, PRESET
 
@@ -36,8 +42,8 @@ TWIN_SOURCES = ("structure.csv", "twins.py", "local_hub.py")
 
 
 def build(folder: Path) -> Path:
-    """The twins and the local data in `folder` (kept between runs while TWIN_SOURCES are unchanged); the hub
-    folder."""
+    """The twins and the local data in `folder` (kept between runs while TWIN_SOURCES are unchanged), and the fault
+    twins made from them; the hub folder."""
     here = Path(__file__).parent
     stamp = hashlib.sha256(b"".join((here / name).read_bytes() for name in TWIN_SOURCES)).hexdigest()
     hub, built = folder / "hub", folder / "built"
@@ -49,6 +55,7 @@ def build(folder: Path) -> Path:
         media.common_voice_clips(folder / "common_voice_en/clips", CLIPS)
         media.stsb_archive(folder / "Stsbenchmark.tar.gz")
         built.write_text(stamp)
+    faults.publish(hub)  # the fault twins: copies of two twins, made again each time (faults.py as it is now)
     return hub
 
 
@@ -64,23 +71,33 @@ def environment(endpoint: str, hf_home: Path) -> dict[str, str]:
     }
 
 
-def run(cores: int, extra: list[str], folder: Path) -> int:
+def run(cores: int, extra: list[str], folder: Path, faults_only: bool = False) -> int:
+    """The rehearsal (module docstring), or with `faults_only` its fault phase alone (step 5)."""
     hub_folder = build(folder)
     hf_home = (folder / "hf-home").resolve()
     fresh = not hf_home.exists()  # then every file is downloaded, the faulted ones included
     snakemake = [sys.executable, "-m", "snakemake", "--configfile", str(PRESET)]
-    with LocalHub(hub_folder, faults=FAULTS, token=TOKEN) as hub:
-        env = environment(hub.endpoint, hf_home)
-        print(f"rehearsal: the local Hub at {hub.endpoint}; snakemake on {PRESET}", flush=True)
+    phase = folder / faults.FOLDER
+    with LocalHub(hub_folder, faults=[] if faults_only else FAULTS, token=TOKEN) as hub:
         steps = [
             [*snakemake, "--cores", str(cores), *extra],
             [*snakemake, "--cores", "1", "--report", report_path()],
             [sys.executable, "-m", "shape_of_learning", "verify", str(PRESET)],
         ]
-        for step in steps:
-            if code := subprocess.run(step, cwd=REPOSITORY, env=env).returncode:
+        if not faults_only:
+            print(f"rehearsal: the local Hub at {hub.endpoint}; snakemake on {PRESET}", flush=True)
+        for step in [] if faults_only else steps:
+            if code := subprocess.run(
+                step, check=False, cwd=REPOSITORY, env=environment(hub.endpoint, hf_home)
+            ).returncode:
                 return code
-    return check_faults(hub, hf_home, fresh)
+        rehearsal = yaml.safe_load((REPOSITORY / PRESET).read_text())
+        env = environment(hub.endpoint, (phase / faults.HF_HOME).resolve())
+        broken, breaks = faults.run_phase(phase, hub, env, cores, rehearsal)
+    if faults_only:
+        print(f"rehearsal: fault phase {'failed' if broken else 'complete'}; {breaks}")
+        return 1 if broken else 0
+    return check_faults(hub, hf_home, fresh, breaks, broken)
 
 
 def report_path() -> str:
@@ -94,10 +111,12 @@ def report_path() -> str:
     return found.stdout.strip()
 
 
-def check_faults(hub: LocalHub, hf_home: Path, fresh: bool) -> int:
-    """0 when no partial download is left in the cache and every fault was met, which a run that started from an
-    empty cache must do (a rerun may download nothing); else 1, saying which."""
+def check_faults(hub: LocalHub, hf_home: Path, fresh: bool, breaks: str | None = None, broken: int = 0) -> int:
+    """0 when no partial download is left in the cache, every fault was met, which a run that started from an empty
+    cache must do (a rerun may download nothing), and no upstream break failed (`broken`, of the fault phase, whose
+    summary `breaks` ends the summary line); else 1, saying which."""
     failures = [f"a partial download is left in the cache: {path}" for path in hf_home.rglob("*.incomplete")]
+    failures += [f"{broken} upstream break(s) did not end as expected (above): {breaks}"] if broken else []
     unmet = [f"fault {fault.path} was never met" for fault in hub.unmet()]
     if fresh:
         failures += unmet
@@ -107,16 +126,20 @@ def check_faults(hub: LocalHub, hf_home: Path, fresh: bool) -> int:
         print(f"rehearsal: {note}: its file was in the cache already (rm -rf {hf_home} to rehearse it again)")
     if not failures:
         met = len(hub.faults) - len(unmet)
-        print(f"rehearsal: complete; {met} of {len(hub.faults)} injected faults met and survived, no partial download")
+        print(
+            f"rehearsal: complete; {met} of {len(hub.faults)} injected faults met and survived, no partial download"
+            + (f"; {breaks}" if breaks else "")
+        )
     return 1 if failures else 0
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m shape_of_learning.rehearsal", description=__doc__.split("\n")[0])
     parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--faults-only", action="store_true", help="only the upstream breaks (rehearsal.faults)")
     parser.add_argument("snakemake", nargs="*", help="more arguments for Snakemake (after --)")
     args = parser.parse_args(argv)
-    return run(args.cores, args.snakemake, REPOSITORY / FOLDER)
+    return run(args.cores, args.snakemake, REPOSITORY / FOLDER, args.faults_only)
 
 
 if __name__ == "__main__":
