@@ -1,11 +1,14 @@
 """What differs between model families: the class that loads one (with the head its loss needs), its depth in hidden
-states, its final norm.
+states, its final norm, and the weights that lie outside its hidden states.
 
 A model entry's ``layers`` is checked against `depth` before any weight loads; a family missing from the final-norm
-table is measured all the same and recorded as unknown (`last_layer_after_final_norm` is None).
+table is measured all the same and recorded as unknown (`last_layer_after_final_norm` is None). A family missing from
+the table of weights outside the hidden states (`OUTSIDE_HIDDEN_STATES`) loads only where its checkpoint and its class
+hold exactly the same weights (`extraction.loading`).
 """
 
 import math
+from typing import NamedTuple
 
 NEXT_TOKEN, MASKED_LM = "next-token", "masked-lm"  # the two losses a checkpoint can report (extraction.loss)
 
@@ -125,3 +128,78 @@ def last_layer_after_final_norm(config) -> bool | None:
     if config.model_type == "opt":  # OPT-350m is post-LN and has no final norm
         return config.do_layer_norm_before and not config._remove_final_layer_norm
     return _LAST_AFTER_FINAL_NORM.get(config.model_type)
+
+
+class Outside(NamedTuple):
+    """A family's weights outside its hidden states, by the first component of a weight's name after the loaded
+    model's ``base_model_prefix`` (`component`): `head`, the loss head of the class loaded for a loss (its weights
+    missing from a checkpoint: no loss, `extraction.loading`); `other`, heads and poolers a checkpoint may lack or
+    carry for another class, and modules of the checkpoint the measured class does not use.
+
+    What transformers (5.24) already drops from its loading info needs no declaration: the legacy buffers a class
+    ignores (`_keys_to_ignore_on_load_unexpected`, `rotary_emb.inv_freq`, `position_ids`), legacy names it renames on
+    load, and a tied weight whose source the checkpoint holds (GPT-2's head, T5's `encoder.embed_tokens`)."""
+
+    head: tuple[str, ...] = ()
+    other: tuple[str, ...] = ()
+
+
+# The weights a checkpoint may lack, or hold beyond the class loaded, without touching the hidden states measured:
+# any other missing or unexpected weight fails the load (`extraction.loading`). Not declared (`Outside`): GPT-2's
+# `attn.bias`, GPT-NeoX's and GPT-J's `attention.bias`/`masked_bias`, BEiT's `relative_position_index`, LayerNorm.gamma/
+# beta and wav2vec 2.0's `weight_g`/`weight_v` (renamed on load), all of which transformers drops or renames itself.
+# Sources: the classes' modules in transformers/models/*/modeling_*.py, and the loading reports of the real checkpoints:
+# bert-base-uncased carries `cls.seq_relationship` (NSP) and `bert.pooler`, which BertForMaskedLM does not build
+# (huggingface/transformers#5404, #8887); ViT checkpoints carry `classifier` and lack the pooler ViTModel builds
+# (google-research/vision_transformer#150); wav2vec 2.0 and HuBERT fine-tunes carry a CTC `lm_head` and lack
+# `masked_spec_embed` (Zejun-Yang/AniPortrait#78: wav2vec2-base-960h; yerfor/GeneFace#74: hubert-large-ls960-ft).
+_CAUSAL = Outside(head=("lm_head",))
+_IMAGE_CLASSIFIER = Outside(other=("classifier",))  # *ForImageClassification's head, in checkpoints loaded as AutoModel
+_ENCODER_DECODER = Outside(other=("decoder", "lm_head"))  # T5EncoderModel measures the encoder of a whole T5 checkpoint
+OUTSIDE_HIDDEN_STATES: dict[str, Outside] = {
+    "bert": Outside(head=("cls",), other=("pooler",)),  # `cls` holds the NSP head too; BertForMaskedLM has no pooler
+    "roberta": Outside(head=("lm_head",), other=("pooler",)),  # roberta-base carries `roberta.pooler`
+    "albert": Outside(head=("predictions",), other=("pooler", "sop_classifier")),  # AlbertForPreTraining's SOP head
+    "gpt2": _CAUSAL,
+    "opt": _CAUSAL,
+    "llama": _CAUSAL,
+    "gptj": _CAUSAL,
+    "falcon": _CAUSAL,
+    "gpt_neox": Outside(head=("lm_head", "embed_out")),  # Pythia's `embed_out`, renamed `lm_head` by transformers 5
+    "bloom": _CAUSAL,
+    "olmo": _CAUSAL,
+    **{family: _ENCODER_DECODER for family in T5_FAMILIES},
+    "canine": Outside(other=("pooler",)),
+    # Wav2Vec2ForPreTraining's quantizer and projections (facebook/wav2vec2-base), a CTC fine-tune's `lm_head`, and the
+    # mask embedding, used only to mask frames in training (SpecAugment): the extraction runs in eval mode, unmasked
+    "wav2vec2": Outside(other=("quantizer", "project_q", "project_hid", "lm_head", "masked_spec_embed")),
+    "hubert": Outside(other=("lm_head", "masked_spec_embed")),
+    # WhisperForAudioClassification: the checkpoint's decoder and its tied `proj_out` unused, the class's own
+    # `projector` and `classifier` random (`model_class`)
+    "whisper": Outside(other=("decoder", "proj_out", "projector", "classifier")),
+    "vit": Outside(other=("pooler", "classifier")),  # ViTForImageClassification (DeiT's checkpoints too) has no pooler
+    "deit": Outside(other=("pooler", "classifier", "cls_classifier", "distillation_classifier")),
+    "beit": Outside(other=("pooler", "classifier")),  # the pooler: BeitForMaskedImageModeling's checkpoints lack it
+    "cvt": Outside(other=("layernorm", "classifier")),  # CvtForImageClassification's norm of the pooled [CLS] token
+    "segformer": Outside(other=("classifier", "decode_head")),  # mit-b0 (classification), or a segmentation head
+    "resnet": _IMAGE_CLASSIFIER,
+    "efficientnet": _IMAGE_CLASSIFIER,
+    "convnext": _IMAGE_CLASSIFIER,
+    "convnextv2": _IMAGE_CLASSIFIER,
+    "regnet": _IMAGE_CLASSIFIER,
+}
+
+
+def component(key: str, prefix: str) -> str:
+    """The first component of a weight's name after the loaded model's `prefix` (its ``base_model_prefix``):
+    ``bert.pooler.dense.weight`` -> ``pooler``, ``cls.predictions.bias`` -> ``cls``, Whisper's
+    ``model.decoder.layers.0.fc1.weight`` -> ``decoder``."""
+    if prefix and key.startswith(f"{prefix}."):
+        key = key[len(prefix) + 1 :]
+    return key.split(".", 1)[0]
+
+
+def outside_hidden_states(config) -> Outside | None:
+    """The weights outside the hidden states of the family of `config` (`OUTSIDE_HIDDEN_STATES`); None for a family
+    not declared there."""
+    return OUTSIDE_HIDDEN_STATES.get(config.model_type)
