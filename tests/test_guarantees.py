@@ -767,9 +767,16 @@ def test_evict_weights_frees_a_checkpoint_s_weights_and_keeps_what_others_share(
     from huggingface_hub import constants
 
     repo = tmp_path / "hub" / "models--org--tiny"
+    shards = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]  # the second one shared
+    index = json.dumps({"weight_map": {"a": shards[0], "b": shards[1]}}).encode()
     files = {
-        "step1": {"model.safetensors": b"weights one", "shared.safetensors": b"same bytes", "config.json": b"{}"},
-        "step2": {"model.safetensors": b"weights two", "shared.safetensors": b"same bytes", "config.json": b"{}"},
+        revision: {
+            shards[0]: own,
+            shards[1]: b"same bytes",
+            "model.safetensors.index.json": index,
+            "config.json": b"{}",
+        }
+        for revision, own in (("step1", b"weights one"), ("step2", b"weights two"))
     }
     for revision, contents in files.items():
         commit = hashlib.sha1(revision.encode()).hexdigest()

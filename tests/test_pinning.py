@@ -1,5 +1,6 @@
 """Pinning: Hub revisions to commit shas (HfApi monkeypatched), revisions checked against the repository's refs, the
-offline cache fallback, weight formats, local weight hashes and the whole/partial duplicate flags."""
+offline cache fallback, weight formats, local weight hashes and the whole/partial duplicate flags; sharded
+checkpoints pinned whole or refused (a local Hub serving a twin, the cache, a directory)."""
 
 import hashlib
 import json
@@ -18,19 +19,32 @@ from huggingface_hub import constants
 from huggingface_hub.errors import OfflineModeIsEnabled
 
 from shape_of_learning.__main__ import main
-from shape_of_learning.models import revisions
+from shape_of_learning.models import download, revisions
 from shape_of_learning.models.checkpoints import Checkpoint, checkpoints
-from shape_of_learning.models.pinning import pin
+from shape_of_learning.models.pinning import LOADED_FILES, IncompleteShardsError, file_sha256, pin
 from shape_of_learning.models.revisions import MissingRevisionError, nearest_refs
+from shape_of_learning.rehearsal import structure, twins
+from shape_of_learning.rehearsal.local_hub import LocalHub, add_branch
+
+from hf_cache import add_revision, fresh_client, point_at
 
 SHA = "a" * 40
 PYTHIA_STEP1000 = Checkpoint("pythia-70m", "step1000", "hub", "EleutherAI/pythia-70m", "step1000", 1000)
 
 
-def fake_hub(monkeypatch, siblings=None, error=None, branches=("main", "step0", "step1000", "step2000")):
+def fake_hub(
+    monkeypatch, siblings=None, error=None, branches=("main", "step0", "step1000", "step2000"), served=None, folder=None
+):
     """Replace HfApi with one whose model_info returns `siblings` or raises `error`, and whose repository has
-    `branches`; returns the calls made."""
+    `branches`, and hf_hub_download with one that serves the files `served` ({name: bytes}) from `folder`; returns
+    the calls made."""
     calls = []
+
+    def download(repo, name, revision):
+        calls.append(("download", repo, name, revision))
+        path = folder / name
+        path.write_bytes(served[name])
+        return str(path)
 
     class FakeApi:
         def list_repo_refs(self, repo):
@@ -44,11 +58,16 @@ def fake_hub(monkeypatch, siblings=None, error=None, branches=("main", "step0", 
             return SimpleNamespace(sha=SHA, siblings=siblings)
 
     monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)  # model_info, list_repo_refs
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
     return calls
 
 
 def lfs_file(name, sha256, size=None):
     return SimpleNamespace(rfilename=name, lfs=SimpleNamespace(sha256=sha256), blob_id="b" * 40, size=size)
+
+
+def git_file(name):
+    return SimpleNamespace(rfilename=name, lfs=None, blob_id="c" * 40, size=100)
 
 
 def test_hub_pin_records_commit_format_and_lfs_hashes_without_downloading(monkeypatch):
@@ -80,16 +99,26 @@ def test_hub_pin_records_commit_format_and_lfs_hashes_without_downloading(monkey
     assert as_pytorch["weight_bytes"] == {}  # the Hub gave no size: unknown, not 0
 
 
-def test_pytorch_only_revision_pins_its_bin_files_and_safetensors_only_is_refused(monkeypatch):
-    fake_hub(
+def index_of(*shards):
+    """A shard index as transformers writes it: each tensor's shard."""
+    return json.dumps({"metadata": {}, "weight_map": {f"w{i}": shard for i, shard in enumerate(shards)}}).encode()
+
+
+def test_pytorch_only_revision_pins_its_bin_files_and_safetensors_only_is_refused(monkeypatch, tmp_path):
+    shards = ["pytorch_model-00001-of-00002.bin", "pytorch_model-00002-of-00002.bin"]
+    calls = fake_hub(
         monkeypatch,
         [
-            lfs_file("pytorch_model-00001-of-00002.bin", "2" * 64),
-            lfs_file("pytorch_model-00002-of-00002.bin", "3" * 64),
+            lfs_file(shards[0], "2" * 64),
+            lfs_file(shards[1], "3" * 64),
             lfs_file("training_args.bin", "4" * 64),
+            git_file("pytorch_model.bin.index.json"),
         ],
+        served={"pytorch_model.bin.index.json": index_of(*shards)},
+        folder=tmp_path,
     )
     pinned = pin(PYTHIA_STEP1000)
+    assert calls[-1] == ("download", "EleutherAI/pythia-70m", "pytorch_model.bin.index.json", SHA)  # at the commit
     assert pinned["weights_format"] == "pytorch"
     assert pinned["weights"] == {
         "pytorch_model-00001-of-00002.bin": "2" * 64,
@@ -171,8 +200,180 @@ def test_local_directory_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="m/main: model directory .*nope does not exist"):
         pin(missing)
     (tmp_path / "model.bin").write_bytes(b"pickle")
-    with pytest.raises(ValueError, match=r"m/main .*no weight files among its 0 files \(found: none\)"):
+    with pytest.raises(ValueError, match=r"m/main .*no weight files among its 1 files \(found: none\)"):
         pin(Checkpoint("m", "main", "local", str(tmp_path), None, -1))
+
+
+# Incomplete shard sets: the pin reads a sharded checkpoint's index and requires every shard it names (issue 58)
+
+
+@pytest.fixture(scope="module")
+def opt_twin(tmp_path_factory):
+    """The twin of facebook/opt-13b: three .bin shards and their index (~2.5 s)."""
+    root = tmp_path_factory.mktemp("opt-twin")
+    twins.publish(root, [structure.table()["facebook/opt-13b"]])
+    return root
+
+
+OPT = Checkpoint("opt", "main", "hub", "facebook/opt-13b", "main", -1)
+OPT_SHARDS = [f"pytorch_model-0000{i}-of-00003.bin" for i in (1, 2, 3)]
+
+
+def test_a_sharded_repository_missing_a_shard_on_the_hub_fails_the_pin_naming_it(opt_twin, monkeypatch, tmp_path):
+    hub_folder = tmp_path / "hub"
+    shutil.copytree(opt_twin, hub_folder)
+    branch = hub_folder / "facebook/opt-13b/revisions/main"
+    shard_sha256 = {name: hashlib.sha256((branch / name).read_bytes()).hexdigest() for name in OPT_SHARDS}
+    fresh_client(monkeypatch, tmp_path / "cache")
+    with LocalHub(hub_folder) as hub:
+        point_at(hub.endpoint, monkeypatch)
+        complete = pin(OPT)
+        receipt = download.download(complete, {"tokenizer": None, "weights": "auto"})
+        (branch / OPT_SHARDS[1]).unlink()  # upstream's push stopped after shards 1 and 3
+        with pytest.raises(IncompleteShardsError) as refused:
+            pin(OPT)
+    # complete: every shard the index names, with its LFS sha256, and no index or other file among the weights
+    assert complete["weights_format"] == "pytorch" and complete["weights"] == shard_sha256
+    assert sorted(complete["weight_bytes"]) == OPT_SHARDS
+    # the index, which transformers reads to find the shards, is downloaded with the other top-level JSON files
+    assert "pytorch_model.bin.index.json" in receipt["files"] and sorted(receipt["verified"]) == OPT_SHARDS
+    message = str(refused.value)
+    assert re.search(
+        r"^opt/main \(facebook/opt-13b@main\): incomplete shard set: its pytorch_model.bin.index.json names 3 "
+        r"shards, and 1 of them is not among its files on the Hub \(commit [0-9a-f]{40}\): "
+        r"pytorch_model-00002-of-00003.bin\. transformers could not load it\. Fix: pin another revision "
+        r"\(`python -m shape_of_learning refs MODEL` lists them\); upstream's repository is incomplete: report it "
+        r"to its maintainers \(https://huggingface.co/facebook/opt-13b/discussions\)$",
+        message,
+    ), message
+    assert "weights: safetensors" not in message  # the twin has no safetensors to fall back on
+
+
+def test_an_incomplete_format_names_the_complete_other_one_as_the_fix(monkeypatch, tmp_path):
+    shards = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+    files = {
+        "config.json": b"{}",
+        shards[0]: b"first half",  # the second is missing
+        "model.safetensors.index.json": index_of(*shards),
+        "pytorch_model.bin": b"the whole model",
+    }
+    add_branch(tmp_path / "hub", "acme/half", "main", files)
+    fresh_client(monkeypatch, tmp_path / "cache")
+    with LocalHub(tmp_path / "hub") as hub:
+        point_at(hub.endpoint, monkeypatch)
+        with pytest.raises(
+            IncompleteShardsError,
+            match=r"not among .*: model-00002-of-00002.safetensors\. .*Fix: "
+            r"set `weights: pytorch` in the model entry \(its pytorch weights are complete\); pin "
+            r"another revision .*report it",
+        ):
+            pin(Checkpoint("half", "main", "hub", "acme/half", "main", -1))  # auto: safetensors, which are present
+        as_pytorch = pin(Checkpoint("half", "main", "hub", "acme/half", "main", -1), "pytorch")
+    assert as_pytorch["weights"] == {"pytorch_model.bin": hashlib.sha256(b"the whole model").hexdigest()}
+
+
+def test_the_offline_cache_pin_and_a_local_directory_refuse_a_missing_shard(monkeypatch, tmp_path):
+    shards = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+    present = {shards[0]: b"first half", "model.safetensors.index.json": index_of(*shards), "config.json": b"{}"}
+    fake_hub(monkeypatch, error=OfflineModeIsEnabled("offline"))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "cache"))
+    commit = add_revision(tmp_path / "cache", "EleutherAI/pythia-70m", "step1000", present)
+    snapshot = tmp_path / "cache" / "models--EleutherAI--pythia-70m" / "snapshots" / commit
+    with pytest.raises(
+        IncompleteShardsError,
+        match=rf"^pythia-70m/step1000 \(EleutherAI/pythia-70m@step1000\): .*1 of them is not among its files in the "
+        rf"local cache's snapshot {re.escape(str(snapshot))}, the Hub being unreachable: "
+        r"model-00002-of-00002.safetensors\. .*Fix: pin "
+        r"where the Hub is reachable, or complete the cache there \(`hf download EleutherAI/pythia-70m --revision "
+        r"step1000`",
+    ):
+        pin(PYTHIA_STEP1000)
+    add_revision(tmp_path / "cache", "EleutherAI/pythia-70m", "step1000", {shards[1]: b"second half"})
+    assert sorted(pin(PYTHIA_STEP1000)["weights"]) == shards  # completed: the blobs' names are their sha256
+
+    directory = tmp_path / "saved"
+    directory.mkdir()
+    for name, data in present.items():
+        (directory / name).write_bytes(data)
+    local = Checkpoint("m", "main", "local", str(directory), None, -1)
+    with pytest.raises(
+        IncompleteShardsError,
+        match=rf"not among its files in the directory {re.escape(str(directory))}: "
+        r"model-00002-of-00002.safetensors\. transformers could not load it\. Fix: complete the directory",
+    ):
+        pin(local)
+    (directory / shards[1]).write_bytes(b"second half")
+    assert pin(local)["weights"] == {
+        shard: hashlib.sha256(b"first half" if shard == shards[0] else b"second half").hexdigest() for shard in shards
+    }
+
+
+def test_shards_without_their_index_and_an_index_that_is_not_one_are_refused(tmp_path):
+    shards = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+    for shard in shards:
+        (tmp_path / shard).write_bytes(b"half")
+    local = Checkpoint("m", "main", "local", str(tmp_path), None, -1)
+    with pytest.raises(
+        ValueError,
+        match=r"its safetensors weights are shards \(model-00001-of-00002.safetensors, "
+        r"model-00002-of-00002.safetensors\) without their index model.safetensors.index.json",
+    ):
+        pin(local)
+    (tmp_path / "model.safetensors.index.json").write_text('{"metadata": {}}')
+    with pytest.raises(
+        ValueError,
+        match=r"model.safetensors.index.json, in the directory .*, is not an index of "
+        r"shards \(KeyError: 'weight_map'\)",
+    ):
+        pin(local)
+
+
+def test_the_lock_lists_what_transformers_loads_no_shard_the_index_leaves_out_nor_shards_beside_a_single_file(
+    monkeypatch, tmp_path
+):
+    import torch
+    import transformers
+
+    config = transformers.GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=16, n_positions=8)
+    torch.manual_seed(0)
+    transformers.GPT2LMHeadModel(config).save_pretrained(tmp_path, max_shard_size="1KB")  # shards and their index
+    index = json.loads((tmp_path / "model.safetensors.index.json").read_text())
+    named = sorted(set(index["weight_map"].values()))
+    assert len(named) > 1 and not (tmp_path / "model.safetensors").exists()
+    stale = tmp_path / "model-00001-of-00099.safetensors"  # an earlier sharding's leftover, named by no index
+    stale.write_bytes(b"stale")
+    local = Checkpoint("m", "main", "local", str(tmp_path), None, -1)
+    with_stale = pin(local)
+    assert sorted(with_stale["weights"]) == named  # the stale shard does not load: not in the lock
+    stale.unlink()
+    sharded_lock = pin(local)
+    assert with_stale["weights_digest"] == sharded_lock["weights_digest"]  # nor in the digest of what loads
+    # a single model.safetensors beside the shards: transformers loads it and not the index
+    torch.manual_seed(1)
+    single = transformers.GPT2LMHeadModel(config)
+    single.save_pretrained(tmp_path / "single")
+    shutil.copyfile(tmp_path / "single" / "model.safetensors", tmp_path / "model.safetensors")
+    loaded = transformers.GPT2LMHeadModel.from_pretrained(tmp_path)
+    assert torch.equal(loaded.transformer.wte.weight, single.transformer.wte.weight)
+    single_lock = pin(local)
+    assert single_lock["weights"] == {"model.safetensors": file_sha256(tmp_path / "model.safetensors")}
+    assert single_lock["weights_digest"] != sharded_lock["weights_digest"]
+    # on the Hub the same: the single file, and no index read
+    shard_files = [lfs_file(name, "5" * 64) for name in named]
+    calls = fake_hub(
+        monkeypatch, [*shard_files, lfs_file("model.safetensors", "6" * 64), git_file("model.safetensors.index.json")]
+    )
+    assert pin(PYTHIA_STEP1000)["weights"] == {"model.safetensors": "6" * 64}
+    assert not [call for call in calls if call[0] == "download"]
+
+
+def test_the_names_of_the_files_that_load_are_transformers_own():
+    from transformers import utils
+
+    assert LOADED_FILES == {
+        "safetensors": (utils.SAFE_WEIGHTS_NAME, utils.SAFE_WEIGHTS_INDEX_NAME),
+        "pytorch": (utils.WEIGHTS_NAME, utils.WEIGHTS_INDEX_NAME),
+    }
 
 
 def test_refs_command_lists_existing_checkpoints_marks_configured_and_names_missing(monkeypatch, tmp_path, capsys):

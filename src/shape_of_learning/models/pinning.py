@@ -11,17 +11,27 @@ many Pythia branches publish). A model entry's `weights:` chooses: `safetensors`
 where the revision has them, else PyTorch files). PyTorch files are only ever loaded with
 ``torch.load(weights_only=True)`` (see `shape_of_learning.extraction.loading`), which refuses a pickle that would run
 code.
+
+The lock lists the weight files of the chosen format that transformers' ``from_pretrained`` loads (`loaded_weights`):
+the single file (`model.safetensors`, `pytorch_model.bin`) where the revision has one, else every shard the format's
+index (`model.safetensors.index.json`, `pytorch_model.bin.index.json`) names in its `weight_map`, and no shard it does
+not name. A shard the index names that the revision lacks fails the pin with the files named (`IncompleteShardsError`),
+on the submit host, not the extraction on a GPU node: upstream does publish incomplete shard sets. The index is read
+from the Hub (one small download per sharded checkpoint, into the HF cache; the download job fetches it again from
+there with the other top-level JSON files, `download.SUPPORT_FILE`), the cache snapshot offline, or the directory.
 """
 
 import hashlib
 import json
 import logging
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import huggingface_hub  # HfApi looked up when called: shape_of_learning.network
 from huggingface_hub import constants
-from huggingface_hub.errors import HfHubHTTPError, HTTPError, OfflineModeIsEnabled
+from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, HTTPError, OfflineModeIsEnabled
 
 from shape_of_learning import network
 from shape_of_learning.models import hf_cache, revisions
@@ -34,6 +44,18 @@ WEIGHT_FILES = {
     "pytorch": re.compile(r"pytorch_model(-\d+-of-\d+)?\.bin"),  # not training_args.bin, optimizer states, ...
 }
 WEIGHT_FORMATS = ("auto", *WEIGHT_FILES)
+# What from_pretrained loads of each format: (the single file, the index of shards), transformers.utils'
+# SAFE_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME, WEIGHTS_NAME and WEIGHTS_INDEX_NAME (tests/test_pinning.py holds them
+# equal); not imported from there, which costs every job that reads a lock half a second.
+LOADED_FILES = {
+    "safetensors": ("model.safetensors", "model.safetensors.index.json"),
+    "pytorch": ("pytorch_model.bin", "pytorch_model.bin.index.json"),
+}
+SHARD_NAME = re.compile(r".*-\d+-of-\d+\.[^/]+")
+
+
+class IncompleteShardsError(ValueError):
+    """A sharded checkpoint's index names a shard its revision lacks: transformers could not load it."""
 
 
 def pin(checkpoint: Checkpoint, weights: str = "auto") -> dict:
@@ -41,12 +63,16 @@ def pin(checkpoint: Checkpoint, weights: str = "auto") -> dict:
     weights_digest, weight_bytes: {file: size}, repository_refs}.
 
     Hub: the revision is checked against the repository's branches and tags, then one
-    ``model_info(files_metadata=True)`` call (no download) gives the commit sha and the LFS sha256 and size of every
-    file, each call retried on a transient failure (`network.retry`); without network, the local HF cache. Local
-    directory: sha256 and size of its weight files, commit_sha None.
-    `weights` picks the format (module docstring); the lock records the one chosen. `weight_bytes` (what the
-    checkpoint downloads, for `cost.disk`) lists the files whose size is known; `repository_refs` (the refs read
-    on the Hub, for `revisions.check_revisions_offline`) is None where they came from the cache or a directory.
+    ``model_info(files_metadata=True)`` call gives the commit sha and the LFS sha256 and size of every file, and a
+    sharded checkpoint's index is downloaded (nothing else), each call retried on a transient failure
+    (`network.retry`); without network, the local HF cache. Local directory: sha256 and size of the weight files that
+    load, commit_sha None.
+    `weights` picks the format (module docstring); the lock records the one chosen, and of it the files transformers
+    loads: the single file, else every shard the index names (`loaded_weights`; IncompleteShardsError where the
+    revision lacks one). The index itself is not in `weights` (it holds no tensors; `weights_digest` describes what
+    loads): at the pinned commit the download job fetches it with the other top-level JSON files. `weight_bytes`
+    (what the checkpoint downloads, for `cost.disk`) lists the files whose size is known; `repository_refs` (the refs
+    read on the Hub, for `revisions.check_revisions_offline`) is None where they came from the cache or a directory.
     Locks written before these two keys existed stay readable (`read_lock`).
     """
     if isinstance(checkpoint, RandomInit):  # its location's weights are the trained ones: never its lock
@@ -58,10 +84,14 @@ def pin(checkpoint: Checkpoint, weights: str = "auto") -> dict:
         raise ValueError(f"weights must be one of {WEIGHT_FORMATS}, got {weights!r}")
     where = checkpoint.location + (f"@{checkpoint.revision}" if checkpoint.revision else "")
     if checkpoint.source == "hub":
-        commit_sha, files, sizes, refs = _pin_hub(checkpoint.location, checkpoint.revision)
+        commit_sha, files, sizes, refs, revision = _pin_hub(checkpoint.location, checkpoint.revision)
     else:
-        (files, sizes), commit_sha, refs = _hash_directory(Path(checkpoint.location), checkpoint), None, None
-    weights_format, chosen = select_weights(files, weights, f"{checkpoint.model}/{checkpoint.name} ({where})")
+        (files, sizes, revision), commit_sha, refs = _list_directory(Path(checkpoint.location), checkpoint), None, None
+    label = f"{checkpoint.model}/{checkpoint.name} ({where})"
+    weights_format, _ = select_weights(files, weights, label)
+    chosen = loaded_weights(files, weights_format, revision, label)
+    if checkpoint.source != "hub":  # a directory's files are hashed once chosen: only those that load
+        chosen = {file: file_sha256(Path(checkpoint.location) / file) for file in chosen}
     digest = hashlib.sha256("".join(f"{name}:{sha}\n" for name, sha in sorted(chosen.items())).encode()).hexdigest()
     return dict(
         model=checkpoint.model,
@@ -139,8 +169,71 @@ def select_weights(files: dict[str, str], weights: str, name: str) -> tuple[str,
     return fmt, by_format[fmt]
 
 
-def _pin_hub(repo: str, revision: str) -> tuple[str, dict[str, str], dict[str, int | None], list[str] | None]:
-    """(commit sha, {file: sha256}, {file: size}, the repository's refs) from the Hub, else from the local cache."""
+@dataclass(frozen=True)
+class Revision:
+    """Where a revision's files are (on the Hub, in the HF cache or in a directory), for the error messages: `where`,
+    and the `fix` an incomplete one calls for; `read(name)` gives the bytes of one of its files (an index)."""
+
+    where: str
+    read: Callable[[str], bytes]
+    fix: str
+
+
+def loaded_weights(files: dict[str, str | None], fmt: str, revision: Revision, name: str) -> dict[str, str | None]:
+    """The weight files of format `fmt` that transformers' from_pretrained loads, among a revision's `files` ({path:
+    sha256}), as it picks them (transformers 5.24 modeling_utils.py, `_get_resolved_checkpoint_files`: in a
+    directory `model.safetensors` (l. 591) before its index (l. 598), `pytorch_model.bin` (l. 606) before its index
+    (l. 613); on the Hub the single file (l. 640), the index only where that is absent (l. 676, l. 705)); a
+    sharded checkpoint's shards are the index's `weight_map` values (utils/hub.py `get_checkpoint_shard_files`,
+    l. 968). Raises IncompleteShardsError where the index names a shard `files` lacks, ValueError where there are
+    shards and no index, or an index that is not one."""
+    single, index = LOADED_FILES[fmt]
+    if single in files:
+        return {single: files[single]}
+    if index not in files:
+        candidates = {f: sha for f, sha in files.items() if WEIGHT_FILES[fmt].fullmatch(f)}
+        if shards := sorted(f for f in candidates if SHARD_NAME.fullmatch(f)):
+            raise ValueError(
+                f"{name}: its {fmt} weights are shards ({', '.join(shards)}) without their index {index}, "
+                f"{revision.where}: transformers loads shards only through it. Fix: {revision.fix}"
+            )
+        return candidates  # other names than transformers': as found (select_weights)
+    try:
+        shards = sorted(set(json.loads(revision.read(index))["weight_map"].values()))
+        if not shards or not all(isinstance(shard, str) for shard in shards):
+            raise ValueError("its weight_map names no shard files")
+    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as error:
+        raise ValueError(
+            f"{name}: {index}, {revision.where}, is not an index of shards ({type(error).__name__}: {error}). "
+            f"Fix: {revision.fix}"
+        ) from None
+    if missing := [shard for shard in shards if shard not in files]:
+        others = [other for other in LOADED_FILES if other != fmt and _complete(files, other, revision, name)]
+        another = (
+            f"set `weights: {others[0]}` in the model entry (its {others[0]} weights are complete); " if others else ""
+        )
+        raise IncompleteShardsError(
+            f"{name}: incomplete shard set: its {index} names {len(shards)} shards, and {len(missing)} of them "
+            f"{'is' if len(missing) == 1 else 'are'} not among its files {revision.where}: {', '.join(missing)}. "
+            f"transformers could not load it. Fix: {another}{revision.fix}"
+        )
+    return {shard: files[shard] for shard in shards}
+
+
+def _complete(files: dict[str, str | None], fmt: str, revision: Revision, name: str) -> bool:
+    """Whether the revision's weights of format `fmt` load whole (for the fix an error names)."""
+    if not any(WEIGHT_FILES[fmt].fullmatch(f) for f in files):
+        return False
+    try:
+        loaded_weights(files, fmt, revision, name)
+    except ValueError:
+        return False
+    return True
+
+
+def _pin_hub(repo: str, revision: str) -> tuple[str, dict[str, str], dict[str, int | None], list[str] | None, Revision]:
+    """(commit sha, {file: sha256}, {file: size}, the repository's refs, where its files are read) from the Hub,
+    else from the local cache."""
     try:
         refs = revisions.hub_refs(repo)
         revisions.check_revision(repo, revision, refs, "on the Hub")
@@ -153,9 +246,41 @@ def _pin_hub(repo: str, revision: str) -> tuple[str, dict[str, str], dict[str, i
     except (OfflineModeIsEnabled, HTTPError) as error:  # no network: fall back to what the cache holds
         logger.info("Hub unreachable for %s@%s (%s); pinning from the local cache", repo, revision, error)
     else:
-        return info.sha, *hub_files(info.siblings), refs
+        where = Revision(
+            f"on the Hub (commit {info.sha})",
+            lambda name: _hub_file(repo, info.sha, name),
+            "pin another revision (`python -m shape_of_learning refs MODEL` lists them); upstream's repository is "
+            f"incomplete: report it to its maintainers (https://huggingface.co/{repo}/discussions)",
+        )
+        return info.sha, *hub_files(info.siblings), refs, where
     # outside the handler, so that the cache's error (no copy, no such revision) is logged without the Hub's
-    return *_pin_from_cache(repo, revision), None
+    commit_sha, files, sizes, snapshot = _pin_from_cache(repo, revision)
+    where = Revision(
+        f"in the local cache's snapshot {snapshot}, the Hub being unreachable",
+        lambda name: (snapshot / name).read_bytes(),
+        "pin where the Hub is reachable, or complete the cache there (`hf download "
+        f"{repo} --revision {revision}`, with the same HF_HOME): a cache may hold a partial download; if the Hub "
+        "lacks the file too, pin another revision (`python -m shape_of_learning refs MODEL` lists them) and report "
+        f"the incomplete repository to its maintainers (https://huggingface.co/{repo}/discussions)",
+    )
+    return commit_sha, files, sizes, None, where
+
+
+def _hub_file(repo: str, commit: str, name: str) -> bytes:
+    """One file of a commit, through the HF cache (huggingface_hub's `hf_hub_download`, retried as `download.fetch`
+    is)."""
+    try:
+        path = network.retry(
+            lambda: huggingface_hub.hf_hub_download(repo, name, revision=commit),
+            what=f"reading {name} of {repo}@{commit} to pin it",
+        )
+    except GatedRepoError as error:
+        raise PermissionError(
+            f"{repo} is gated: accept its conditions on its Hub page with your account, then give the run a token of "
+            "that account (HF_TOKEN=hf_..., or `hf auth login` where Snakemake runs); or remove the model from the "
+            f"config. ({error.response.status_code}, reading {name}, the index of its shards, to pin it)"
+        ) from None
+    return Path(path).read_bytes()
 
 
 def hub_files(siblings) -> tuple[dict[str, str], dict[str, int | None]]:
@@ -165,9 +290,9 @@ def hub_files(siblings) -> tuple[dict[str, str], dict[str, int | None]]:
     return files, {s.rfilename: getattr(s, "size", None) for s in siblings}
 
 
-def _pin_from_cache(repo: str, revision: str) -> tuple[str, dict[str, str], dict[str, int]]:
-    """Commit sha and weight hashes from the HF cache: refs/{revision} holds the sha; each snapshot file links to a
-    blob named by its sha256 (LFS files)."""
+def _pin_from_cache(repo: str, revision: str) -> tuple[str, dict[str, str], dict[str, int], Path]:
+    """Commit sha, weight hashes and sizes, and the snapshot, from the HF cache: refs/{revision} holds the sha; each
+    snapshot file links to a blob named by its sha256 (LFS files)."""
     repo_dir = hf_cache.repo_dir(repo)
     if not repo_dir.is_dir():
         raise RuntimeError(
@@ -192,22 +317,20 @@ def _pin_from_cache(repo: str, revision: str) -> tuple[str, dict[str, str], dict
         is_sha256 = len(blob) == 64 and all(c in "0123456789abcdef" for c in blob)
         files[str(file.relative_to(snapshot))] = blob if is_sha256 else file_sha256(file)
         sizes[str(file.relative_to(snapshot))] = file.stat().st_size
-    return commit_sha, files, sizes
+    return commit_sha, files, sizes, snapshot
 
 
-def _hash_directory(directory: Path, checkpoint: Checkpoint) -> tuple[dict[str, str], dict[str, int]]:
+def _list_directory(directory: Path, checkpoint: Checkpoint) -> tuple[dict[str, None], dict[str, int], Revision]:
+    """A local checkpoint directory's files ({path: None}: hashed once chosen), their sizes, and where they are."""
     if not directory.is_dir():
         raise FileNotFoundError(f"{checkpoint.model}/{checkpoint.name}: model directory {directory} does not exist")
-    weights = {
-        str(file.relative_to(directory)): file
-        for file in sorted(directory.rglob("*"))
-        if file.is_file()
-        and any(pattern.fullmatch(str(file.relative_to(directory))) for pattern in WEIGHT_FILES.values())
-    }
-    return (
-        {name: file_sha256(file) for name, file in weights.items()},
-        {name: file.stat().st_size for name, file in weights.items()},
+    files = {str(file.relative_to(directory)): file for file in sorted(directory.rglob("*")) if file.is_file()}
+    where = Revision(
+        f"in the directory {directory}",
+        lambda name: (directory / name).read_bytes(),
+        "complete the directory (a copy or a save cut short?) or point the entry at a complete one",
     )
+    return dict.fromkeys(files), {name: file.stat().st_size for name, file in files.items()}, where
 
 
 def file_sha256(file: Path) -> str:
