@@ -42,7 +42,8 @@ from shape_of_learning.rehearsal import structure
 from shape_of_learning.rehearsal.local_hub import LocalHub, add_branch
 
 OWNER = "rehearsal-faults"
-FOLDER = "faults"  # in the rehearsal's folder: the phase's preset, results root (results/) and cache
+FOLDER = "faults"  # in the rehearsal's folder: the phase's preset, results root and cache
+RESULTS = "results-faults"  # the phase's results root, in FOLDER
 HF_HOME = "hf-home"
 BRANCH = "main"  # each fault twin's one branch: its model's one checkpoint
 PYTHIA = "EleutherAI/pythia-70m"  # gpt_neox, one model.safetensors (and its .bin)
@@ -358,7 +359,7 @@ def rehearse(folder: Path, hub: LocalHub, env: dict, cores: int, rehearsal: dict
     env = env | {"HF_HOME": str(hf_home)}
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    layout = Layout(REPOSITORY, os.path.relpath(folder / "results", REPOSITORY))
+    layout = Layout(REPOSITORY, os.path.relpath(folder / RESULTS, REPOSITORY))
     config_file = folder / "faults.yaml"
     config_file.write_text(yaml.safe_dump(preset(rehearsal, hub.root, layout.root), sort_keys=False, width=120))
 
