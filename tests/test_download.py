@@ -347,7 +347,8 @@ def test_a_model_fixed_upstream_after_its_pin_is_picked_up_by_the_command_the_re
         command, env = tiny_workflow(tmp_path, hub.endpoint)
         pinned = subprocess.run([*command, "results/weights/tiny/step0.json"], capture_output=True, text=True, env=env)
         assert pinned.returncode == 0, pinned.stderr[-3000:]
-        old = json.loads((tmp_path / "results/lock/tiny/step0.json").read_text())["commit_sha"]
+        lock = tmp_path / "results/lock/tiny/step0.json"
+        old = json.loads(lock.read_text())["commit_sha"]
         # upstream publishes step0 again, with the block its first upload lacked; the user sets `layers: 3`
         deeper = transformers.GPTNeoXConfig.from_pretrained(tiny_hub / TINY / "revisions/step0")
         deeper.num_hidden_layers = 3
@@ -359,14 +360,23 @@ def test_a_model_fixed_upstream_after_its_pin_is_picked_up_by_the_command_the_re
         refused = subprocess.run([*command, "-n"], capture_output=True, text=True, env=env)
         said = refused.stdout + refused.stderr
         assert refused.returncode != 0 and "results/lock/tiny/step0.json pins) gives a depth of 2" in said, said[-3000:]
-        renew = re.search(r"renew its locks: `(rm -r [^`]+)`", said)[1]
-        assert renew == "rm -r results/lock/tiny"
-        subprocess.run(renew.split(), cwd=tmp_path, check=True)
-        target = "results/manifests/tiny/step0.json"
-        fixed = subprocess.run([*command, target], capture_output=True, text=True, env=env)
+        renew = re.search(r"renew its locks: `python -m shape_of_learning (renew [^`]+)`", said)[1]
+        assert renew == f"renew {tmp_path / 'config.yaml'} --model tiny"
+        renewed = subprocess.run(
+            [sys.executable, "-m", "shape_of_learning", *renew.split()],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        assert renewed.returncode == 0, renewed.stderr[-3000:]
+        new = json.loads(lock.read_text())["commit_sha"]
+        assert renewed.stdout.splitlines()[0] == f"tiny/step0: renewed: commit {old} -> {new}, other weight files"
+        assert renewed.stdout.splitlines()[-1] == "1 of 4 locks renewed: the next run reruns what depends on those only"
+        fixed = subprocess.run([*command, "results/manifests/tiny/step0.json"], capture_output=True, text=True, env=env)
     assert fixed.returncode == 0, fixed.stderr[-3000:]
-    manifest = json.loads((tmp_path / target).read_text())
-    assert manifest["commit_sha"] != old and manifest["layers"] == 3
+    manifest = json.loads((tmp_path / "results/manifests/tiny/step0.json").read_text())
+    assert manifest["commit_sha"] == new != old and manifest["layers"] == 3
 
 
 @pytest.mark.slow

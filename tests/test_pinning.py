@@ -376,6 +376,35 @@ def test_the_names_of_the_files_that_load_are_transformers_own():
     }
 
 
+def test_a_renewed_lock_is_rewritten_only_where_what_it_loads_changed(monkeypatch, tmp_path):
+    from shape_of_learning.models.pinning import renew
+
+    fresh_client(monkeypatch, tmp_path / "cache")
+    hub_folder = tmp_path / "hub"
+    add_branch(hub_folder, "acme/m", "step1", {"config.json": b"{}", "model.safetensors": b"first upload"})
+    checkpoint = Checkpoint("m", "step1", "hub", "acme/m", "step1", 1)
+    lock = tmp_path / "step1.json"
+    with LocalHub(hub_folder) as hub:
+        point_at(hub.endpoint, monkeypatch)
+        lock.write_text(json.dumps(pin(checkpoint, "auto")))
+        written = lock.stat().st_mtime_ns
+        commit = json.loads(lock.read_text())["commit_sha"]
+        assert renew(checkpoint, "auto", str(lock)) == f"unchanged (commit {commit})"
+        assert lock.stat().st_mtime_ns == written
+        add_branch(hub_folder, "acme/m", "step2", {"config.json": b"{}"})  # a branch published since
+        assert renew(checkpoint, "auto", str(lock)).endswith("; the refs read on the Hub updated")
+        assert json.loads(lock.read_text())["repository_refs"] == ["step1", "step2"]
+        assert lock.stat().st_mtime_ns == written  # the same files load: nothing made from it reruns
+        add_branch(hub_folder, "acme/m", "step1", {"model.safetensors": b"fixed upload"})
+        said = renew(checkpoint, "auto", str(lock))
+        new = json.loads(lock.read_text())
+        assert said == f"renewed: commit {commit} -> {new['commit_sha']}, other weight files"
+        assert new["commit_sha"] != commit and lock.stat().st_mtime_ns > written
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(RuntimeError, match="renewing a lock needs the Hub, which is out of reach"):
+        renew(checkpoint, "auto", str(lock))  # the cache would answer with what the lock already says
+
+
 def test_refs_command_lists_existing_checkpoints_marks_configured_and_names_missing(monkeypatch, tmp_path, capsys):
     branches = ["main", "step0", "step1", "step512", "step1000", "step2000"]
     fake_hub(monkeypatch, branches=branches)

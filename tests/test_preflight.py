@@ -138,10 +138,7 @@ def test_a_hub_model_is_checked_at_its_pinned_commit_or_offline_at_its_cached_br
         f"config.json ({tmp_path / 'cache'}/models--acme--gpt/snapshots/{commit}/config.json, at the commit " in problem
     )
     assert "results/lock/gpt/main.json pins) gives a depth of 6; set `layers: 6`. If upstream has fixed" in problem
-    assert problem.endswith(
-        "renew its locks: `rm -r results/lock/gpt` and rerun; the pin jobs read the Hub again, and only what depends "
-        "on a lock whose content changed reruns"
-    )
+    assert problem.endswith("renew its locks: `python -m shape_of_learning renew CONFIG --model gpt`")
 
 
 def test_the_dry_run_says_how_each_model_s_branches_were_checked_offline(tmp_path, monkeypatch):

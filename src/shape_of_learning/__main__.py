@@ -6,6 +6,7 @@
     python -m shape_of_learning refs pythia-1b [--configfile config.yaml] [--snippet]
     python -m shape_of_learning refs --repo EleutherAI/pythia-1b
     python -m shape_of_learning path REPORT presets/demo.yaml [presets/ci.yaml]
+    python -m shape_of_learning renew config.yaml --model pythia-1b [--checkpoint step1000 ...] [--directory WORKDIR]
 
 verify: is a finished run complete (every output, every row of the tables, all finite)? A results folder another
 config wrote is refused, as a run refuses it (shape_of_learning.experiment.results_root). It prints the claims
@@ -14,7 +15,9 @@ complete and no check raised, never whether a claim holds. disk: the download an
 (shape_of_learning.cost.disk). cost: its download, device time by term, device-hours and wall time on N
 devices, per model (shape_of_learning.cost.device_time). refs: a Hub model's branches and tags by step, the configured
 ones marked and missing ones named (shape_of_learning.models.revisions). path: where a config's run writes a file of
-shape_of_learning.paths (REPORT, SUMMARY_CSV, ...), under the config's `results` folder.
+shape_of_learning.paths (REPORT, SUMMARY_CSV, ...), under the config's `results` folder. renew: pin a model's
+pinned Hub checkpoints again on the Hub after upstream fixed them, rewriting only the locks that changed, so that the
+next run reruns only what depends on those (shape_of_learning.models.pinning.renew).
 """
 
 import argparse
@@ -149,6 +152,36 @@ def path(args) -> int:
     return 0
 
 
+def renew_locks(args) -> int:
+    configfiles = [path.resolve() for path in args.configfiles]
+    os.chdir(args.directory)  # where the run's locks are
+    config = _load(*configfiles)
+    from shape_of_learning import paths
+    from shape_of_learning.experiment.plan import plan
+    from shape_of_learning.models.pinning import renew
+
+    experiment = plan(config)
+    if args.model not in experiment.models:
+        args.parser.error(f"the config has no model {args.model!r}; models: {', '.join(sorted(experiment.models))}")
+    named = {c.name: c for c in experiment.checkpoints[args.model]}
+    if unknown := sorted(set(args.checkpoint) - set(named)):
+        args.parser.error(
+            f"model {args.model!r} has no checkpoint {', '.join(unknown)}; its checkpoints: {', '.join(named)}"
+        )
+    chosen = [named[name] for name in args.checkpoint] or list(named.values())
+    renewed = 0
+    for checkpoint in chosen:
+        lock = paths.lock(args.model, checkpoint.name)
+        if checkpoint.source != "hub" or not Path(lock).is_file():
+            said = "not on the Hub" if checkpoint.source != "hub" else "not pinned yet: the run pins it"
+        else:
+            said = renew(checkpoint, experiment.models[args.model]["weights"], lock)
+            renewed += said.startswith("renewed")
+        print(f"{args.model}/{checkpoint.name}: {said}")
+    print(f"{renewed} of {len(chosen)} locks renewed: the next run reruns what depends on those only")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m shape_of_learning", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -191,6 +224,12 @@ def main(argv=None) -> int:
     command.add_argument("name", help="a path of shape_of_learning.paths: REPORT, SUMMARY_CSV, RESULTS, ...")
     command.add_argument("configfiles", type=Path, nargs="+", help="config or presets (later ones override)")
     command.set_defaults(run=path, parser=command)
+    command = commands.add_parser("renew", help="pin a model's checkpoints again on the Hub after an upstream fix")
+    command.add_argument("configfiles", type=Path, nargs="+", help="config or presets (later ones override)")
+    command.add_argument("--model", required=True, help="a model name of the config")
+    command.add_argument("--checkpoint", action="append", default=[], help="one of its checkpoints (default: all)")
+    command.add_argument("--directory", type=Path, default=Path("."), help="the run's working directory")
+    command.set_defaults(run=renew_locks, parser=command)
     args = parser.parse_args(argv)
     return args.run(args)
 

@@ -34,6 +34,8 @@ from shape_of_learning.models.checkpoints import RANDOM_INIT
 from shape_of_learning.models.revisions import branch_check_lines, branch_checks, revision_problems
 
 CONFIG_NAME = results_root.config_name(CONFIG_FILES, workflow.basedir)
+# the run's config files as a command names them (a lock renewed: experiment.preflight.renew_command)
+CONFIG_ARGS = " ".join(results_root.config_name([file], workflow.basedir) for file in CONFIG_FILES)
 if workflow.is_main_process:  # where Snakemake plans, not in each job's process
     results_root.check(paths.WRITTEN_BY, CONFIG_NAME)  # another config's root is refused, dry runs too
 EXPERIMENT = plan(config)
@@ -42,9 +44,10 @@ RUN_STARTED = time.time()  # the failed jobs this run ends by naming are those w
 DRY_RUN = workflow.output_settings.dryrun  # while parsing, Snakemake tells a dry run by its output settings only
 # Preflight, without network, where Snakemake plans (not in jobs): does each configured checkpoint exist, does each
 # model have the layers its config.json gives, is every local data path there (experiment.preflight)?
-PREFLIGHT = revision_problems(EXPERIMENT.checkpoints, EXPERIMENT.models) if workflow.is_main_process else {}
+PREFLIGHT = (revision_problems(EXPERIMENT.checkpoints, EXPERIMENT.models, CONFIG_ARGS) if workflow.is_main_process
+             else {})
 if workflow.is_main_process:
-    if wrong_layers := preflight.layer_problems(EXPERIMENT):
+    if wrong_layers := preflight.layer_problems(EXPERIMENT, CONFIG_ARGS):
         raise ValueError("\n".join(wrong_layers))
     if DRY_RUN:  # what the revision check above could check offline, and what it leaves to the pin jobs
         for line in branch_check_lines(branch_checks(EXPERIMENT.checkpoints, EXPERIMENT.models)):

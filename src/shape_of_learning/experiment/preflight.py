@@ -113,8 +113,9 @@ def _missing(key: str, path: str | None, models: tuple[str, ...], what: str, fix
     return [MissingData(key, path or "", models, f"{key}: {state}: {what}. Fix: {fix}")]
 
 
-def layer_problems(experiment: Experiment) -> list[str]:
-    """One line per model whose `layers:` differs from the depth its config.json gives, naming the right value."""
+def layer_problems(experiment: Experiment, configfiles: str = "CONFIG") -> list[str]:
+    """One line per model whose `layers:` differs from the depth its config.json gives, naming the right value (and,
+    where a lock gave the config.json, how to renew it: `configfiles` are the run's config files, for the command)."""
     found = []
     for model, entry in experiment.models.items():
         if "train" in entry or "finetune" in entry or entry["trust_remote_code"]:
@@ -128,7 +129,7 @@ def layer_problems(experiment: Experiment) -> list[str]:
             found.append(
                 f"model {model!r}: layers: {entry['layers']} in the config, but its config.json "
                 f"({config_file}{_pinned_by(checkpoint)}) gives a depth of {blocks}; set `layers: {blocks}`"
-                + _renew(checkpoint)
+                + _renew(checkpoint, configfiles)
             )
     return found
 
@@ -138,15 +139,19 @@ def _pinned_by(checkpoint: Checkpoint) -> str:
     return f", at the commit {lock} pins" if checkpoint.source == "hub" and lock.is_file() else ""
 
 
-def _renew(checkpoint: Checkpoint) -> str:
+def _renew(checkpoint: Checkpoint, configfiles: str) -> str:
     """How to pin a Hub model's checkpoints again, where a lock gave the config.json: upstream may have fixed it."""
     if not _pinned_by(checkpoint):
         return ""
     return (
         ". If upstream has fixed the model since it was pinned, renew its locks: "
-        f"`rm -r {paths.lock_dir(checkpoint.model)}` and rerun; the pin jobs read the Hub again, and only what depends "
-        "on a lock whose content changed reruns"
+        f"`{renew_command(configfiles, checkpoint.model)}`"
     )
+
+
+def renew_command(configfiles: str, model: str) -> str:
+    """The command that pins a model's pinned checkpoints again on the Hub (`models.pinning.renew`)."""
+    return f"python -m shape_of_learning renew {configfiles} --model {model}"
 
 
 def local_config(checkpoint: Checkpoint) -> Path | None:

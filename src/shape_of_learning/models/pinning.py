@@ -24,6 +24,7 @@ there with the other top-level JSON files, `download.SUPPORT_FILE`), the cache s
 import hashlib
 import json
 import logging
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -134,6 +135,42 @@ def pin_random_init(checkpoint: RandomInit, final: dict) -> dict:
         init_seed=checkpoint.seed,
         architecture_of=final["checkpoint"],
     )
+
+
+# What a lock stands for: the files a run loads. A lock whose other keys alone changed stands for the same results.
+WHAT_LOADS = ("commit_sha", "weights_format", "weights")
+
+
+def renew(checkpoint: Checkpoint, weights: str, lock_file: str) -> str:
+    """Pin a pinned Hub checkpoint again on the Hub (`python -m shape_of_learning renew`), after upstream fixed or
+    moved its branch, and say what changed. The lock is rewritten only where it changed: where what it loads changed
+    (`WHAT_LOADS`), as a new file, so that Snakemake reruns what depends on it; where only the refs read on the Hub did,
+    with its modification time kept, so that nothing reruns; else not at all."""
+    old = read_lock(lock_file)
+    new = None if constants.HF_HUB_OFFLINE else pin(checkpoint, weights)
+    if new is None or new["repository_refs"] is None:  # offline, or pinned from the cache: what the lock says already
+        raise RuntimeError(
+            f"{checkpoint.model}/{checkpoint.name}: renewing a lock needs the Hub, which is out of reach "
+            f"(HF_HUB_OFFLINE, or no network): {lock_file} is left as it was"
+        )
+    path, text = Path(lock_file), json.dumps(new, indent=2) + "\n"
+    if any(old.get(key) != new[key] for key in WHAT_LOADS):
+        _replace(path, text)
+        same = "the same weight files" if old["weights"] == new["weights"] else "other weight files"
+        return f"renewed: commit {old['commit_sha']} -> {new['commit_sha']}, {same}"
+    if old.get("repository_refs") != new["repository_refs"]:
+        mtime = path.stat().st_mtime_ns
+        _replace(path, text)
+        os.utime(path, ns=(mtime, mtime))  # the same results: not newer than what was made from it
+        return f"unchanged (commit {new['commit_sha']}); the refs read on the Hub updated"
+    return f"unchanged (commit {new['commit_sha']})"
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write a file whole or not at all: a reader never sees half a lock."""
+    part = path.with_name(path.name + ".part")
+    part.write_text(text)
+    part.replace(path)
 
 
 def read_lock(path) -> dict:

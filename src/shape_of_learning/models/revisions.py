@@ -72,7 +72,9 @@ def check_revisions_offline(checkpoints: dict[str, list[Checkpoint]], models: di
         raise error
 
 
-def revision_problems(checkpoints: dict[str, list[Checkpoint]], models: dict[str, dict]) -> dict[str, Exception]:
+def revision_problems(
+    checkpoints: dict[str, list[Checkpoint]], models: dict[str, dict], configfiles: str = "CONFIG"
+) -> dict[str, Exception]:
     """Each model with a configured checkpoint that does not exist, and the error naming it, found before any job
     runs and without network.
 
@@ -81,7 +83,8 @@ def revision_problems(checkpoints: dict[str, list[Checkpoint]], models: dict[str
     `repository_refs`), or with HF_HUB_OFFLINE the refs in the local HF cache (which the pin job would check the
     same way). Where nothing is known locally, the pin_checkpoint job checks the revision on the Hub. A checkpoint
     with a lock file was pinned, so it exists: a finished run stays usable offline, its weights evicted or its
-    results copied to another machine. Reads the working directory's locks (`paths.lock`).
+    results copied to another machine. Reads the working directory's locks (`paths.lock`); `configfiles` (the run's
+    config files) complete the command that reads a model's refs on the Hub again.
     """
     problems = {}
     for model, found in checkpoints.items():
@@ -91,7 +94,7 @@ def revision_problems(checkpoints: dict[str, list[Checkpoint]], models: dict[str
                 _check_directories(model, found)
                 continue
             for repo in dict.fromkeys(c.location for c in found if c.source == "hub"):
-                refs, where, _ = _known_refs(repo, Path(paths.lock_dir(model)))
+                refs, where, _ = _known_refs(repo, Path(paths.lock_dir(model)), f"{configfiles} --model {model}")
                 for ckpt in found:
                     if refs and ckpt.location == repo:
                         check_revision(repo, ckpt.revision, refs, where)
@@ -153,7 +156,7 @@ def _check_directories(model: str, found: list[Checkpoint]) -> None:
         )
 
 
-def _known_refs(repo: str, model_locks: Path) -> tuple[list[str], str, str]:
+def _known_refs(repo: str, model_locks: Path, renew: str = "CONFIG --model MODEL") -> tuple[list[str], str, str]:
     """Refs of `repo` known without network, where they were read, and the way (`branch_checks`): recorded by an
     earlier pin ("lock refs"), or with HF_HUB_OFFLINE the cache's ("cache"); else none ("not checked")."""
     for lock in sorted(model_locks.glob("*.json")) if model_locks.is_dir() else []:
@@ -164,8 +167,8 @@ def _known_refs(repo: str, model_locks: Path) -> tuple[list[str], str, str]:
         if recorded.get("location") == repo and recorded.get("repository_refs"):
             where = (
                 f"its refs as read on the Hub when {lock} was pinned; a ref published since is not known here, "
-                f"but a commit sha always is; to read the refs on the Hub again, delete the model's locks (`rm -r "
-                f"{model_locks}`) and rerun: only what depends on a lock whose content changed reruns"
+                "but a commit sha always is; to read the refs on the Hub again: "
+                f"`python -m shape_of_learning renew {renew}`"
             )
             return recorded["repository_refs"], where, "lock refs"
     if constants.HF_HUB_OFFLINE:
