@@ -429,16 +429,20 @@ def test_a_cluster_run_requests_each_checkpoint_the_memory_time_disk_and_gpu_of_
 @pytest.mark.slow
 def test_a_cluster_run_whose_command_line_config_drops_the_scratch_is_refused_before_anything_is_written(tmp_path):
     """A --config on the command line replaces profiles/slurm's `config:`, its scratch with it: the run stops while
-    Snakemake plans, naming the fix, and writes nothing (no SLURM daemon needed: nothing is submitted)."""
-    done = run_snakemake(
-        tmp_path,
-        "--profile",
-        REPO / "profiles/slurm",
-        "--configfile",
-        REPO / "presets/demo.yaml",
-        "--config",
-        "results=results-elsewhere",
-    )
-    assert done.returncode != 0
-    assert "config.scratch is not set" in done.stdout + done.stderr and "add scratch=/tmp" in done.stdout + done.stderr
-    assert not (tmp_path / "results-elsewhere").exists()
+    Snakemake plans, naming the fix, and writes nothing (no SLURM daemon needed: nothing is submitted); its dry run
+    refuses it the same way."""
+    for dry in ([], ["-n"]):
+        done = run_snakemake(
+            tmp_path,
+            "--profile",
+            REPO / "profiles/slurm",
+            "--configfile",
+            REPO / "presets/demo.yaml",
+            "--config",
+            "results=results-elsewhere",
+            *dry,
+        )
+        said = done.stdout + done.stderr
+        assert done.returncode != 0, (dry, said[-3000:])
+        assert "config.scratch is not set" in said and "add scratch=/tmp" in said
+        assert not (tmp_path / "results-elsewhere").exists()

@@ -188,8 +188,9 @@ def node_disk_request(model):
 def shards_stay_on_the_nodes(wildcards):
     """No input: an extraction's check, where Snakemake plans and knows its executor, that a run on a cluster's nodes
     keeps the shards off the shared filesystem. A `--config` on the command line replaces the profile's `config:`,
-    `scratch` with it: such a run is refused naming the fix, not sent 3.5 GB per checkpoint through the shared disk."""
-    if SCRATCH is None and not workflow.local_exec and not config["extraction"]["keep_embeddings"]:
+    `scratch` with it: such a run is refused naming the fix, not sent 3.5 GB per checkpoint through the shared disk;
+    its dry run too (`submits_jobs`: a dry run executes locally)."""
+    if SCRATCH is None and submits_jobs() and not config["extraction"]["keep_embeddings"]:
         raise ConfigError("config.scratch is not set, so every checkpoint's temporary shards would go through the "
                           "shared filesystem; a --config on the command line replaces the profile's `config:`: add "
                           "scratch=/tmp (profiles/slurm's) to it, or the absolute path of a folder on the shared "
