@@ -232,6 +232,8 @@ def test_without_the_imagenet_archive_a_dry_run_says_so_once_and_a_real_run_refu
     said = [line for line in dry.stderr.splitlines() if "local_path" in line]
     assert len(said) == 1 and said[0].startswith(f"image_corpus.local_path: {IMAGENET} does not exist")
     assert "--config modalities=[text,audio]" in said[0] and "sample_media" in dry.stdout  # the whole run planned
+    figure3_dry = snakemake(tmp_path, "figure3", "-n", "--quiet", "rules")
+    assert figure3_dry.returncode == 0 and "local_path" not in figure3_dry.stderr  # it needs no image
     real = snakemake(tmp_path, "--cores", "1")
     assert real.returncode != 0 and f"image_corpus.local_path: {IMAGENET} does not exist" in real.stderr
     assert not (tmp_path / "results").exists() and not (tmp_path / "logs").exists()  # the marker neither

@@ -52,12 +52,23 @@ if workflow.is_main_process:
     if DRY_RUN:  # what the revision check above could check offline, and what it leaves to the pin jobs
         for line in branch_check_lines(branch_checks(EXPERIMENT.checkpoints, EXPERIMENT.models)):
             print(line, file=sys.stderr)
-    for data in preflight.missing_data(config, EXPERIMENT):  # a dry run plans the whole run and says what is missing
-        if DRY_RUN:
-            print(f"{data.line}. A real run stops here unless --keep-going leaves out what needs it", file=sys.stderr)
-        else:
-            PREFLIGHT |= {model: FileNotFoundError(data.line) for model in data.models if model not in PREFLIGHT}
+# a dry run plans the whole run and says what is missing, for the targets asked for (`say_missing_data`)
+MISSING_DATA = preflight.missing_data(config, EXPERIMENT) if workflow.is_main_process else []
+for data in [] if DRY_RUN else MISSING_DATA:
+    PREFLIGHT |= {model: FileNotFoundError(data.line) for model in data.models if model not in PREFLIGHT}
 drop_unavailable(EXPERIMENT, PREFLIGHT)  # the targets leave out what needs them: made with --keep-going
+
+
+@functools.cache  # once per target, however often Snakemake evaluates its input function
+def say_missing_data(name):
+    """A dry run's line for each local data path that a model of the target `name` (None: every target) needs and
+    that does not exist, where a real run asking for that target would stop (`targets`): none for a target that
+    does not need the data (`figure3` without ImageNet), nor for a partial deliverable, made without the model."""
+    needed = {model for deliverable in EXPERIMENT.deliverables() if name in (None, deliverable.target)
+              and not deliverable.partial for model in deliverable.models}
+    for data in MISSING_DATA:
+        if needed & set(data.models):
+            print(f"{data.line}. A real run stops here unless --keep-going leaves out what needs it", file=sys.stderr)
 
 
 def no_such_target(wildcards):
@@ -78,6 +89,8 @@ def targets(name=None):
         outputs = EXPERIMENT.targets() if name is None else EXPERIMENT.named_targets()[name]
         if executing is None:
             return [path for path in outputs if Path(path).exists()]
+        if DRY_RUN:
+            say_missing_data(name)
         blocked = [model for deliverable in EXPERIMENT.deliverables() if name in (None, deliverable.target)
                    for model in EXPERIMENT.blocked_by(deliverable)]
         if blocked and not executing.keep_going:
