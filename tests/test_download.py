@@ -126,6 +126,21 @@ def test_offline_it_verifies_what_the_cache_holds(hub_folder, client, monkeypatc
     assert hf_cache.evict_weights(lock, keep=again["cached_before"]) == []  # weights the cache held before stay
 
 
+def test_weights_count_as_the_user_s_only_where_the_cache_held_them_before_the_pin(
+    hub_folder, client, monkeypatch, tmp_path
+):
+    lock_file = tmp_path / "lock.json"
+    with LocalHub(hub_folder) as hub:
+        point_at(hub.endpoint, monkeypatch)
+        lock = pin(Checkpoint("big", "main", "hub", "acme/big", "main", -1))
+        lock_file.write_text(json.dumps(lock))
+        assert download.download(lock, ENTRY, str(lock_file))["cached_before"] == []
+        # downloaded again over its own files (a rerun that extracts again before they were evicted): still the run's
+        assert download.download(lock, ENTRY, str(lock_file))["cached_before"] == []
+        os.utime(lock_file)  # pinned after the cache held them: the user's
+        assert download.download(lock, ENTRY, str(lock_file))["cached_before"] == ["model.safetensors"]
+
+
 def test_weights_this_download_fetched_are_evicted_after_extraction(hub_folder, client, monkeypatch):
     with LocalHub(hub_folder) as hub:
         point_at(hub.endpoint, monkeypatch)
@@ -292,15 +307,16 @@ def test_extraction_reads_what_the_download_jobs_fetched_and_opens_no_connection
     manifest = json.loads((tmp_path / "results/manifests/tiny/step3.json").read_text())
     assert manifest["tokenizer"] == TOKENIZER and manifest["weights_format"] == "safetensors"
     repository = cache / f"models--{TINY.replace('/', '--')}"
-    assert not list(repository.rglob("*.safetensors"))  # each checkpoint's weights evicted once extracted
+    assert not list(repository.rglob("*.safetensors"))  # each checkpoint's weights evicted once measured
     assert (repository / "snapshots" / manifest["commit_sha"] / "config.json").is_file()  # the rest stays
 
-    # a lane of downloads holds two checkpoints' weights at most: step2's download waits for step0's extraction
+    # a lane of downloads holds two checkpoints' weights at most: step2's download waits for step0's last metrics job,
+    # which evicts its weights (no job of the run reads them after it)
     events = job_events(result.stderr)
     order = [
         (kind, step)
         for kind, rule, step in events
-        if rule in ("download_weights", "extract_hidden_states") and (kind == "start") == (rule == "download_weights")
+        if rule in ("download_weights", "measure_layers") and (kind == "start") == (rule == "download_weights")
     ]
     assert order.index(("end", "step0")) < order.index(("start", "step2"))
     assert order.index(("end", "step1")) < order.index(("start", "step3"))
@@ -309,6 +325,32 @@ def test_extraction_reads_what_the_download_jobs_fetched_and_opens_no_connection
     # a rerun (a resume after a stop) finds nothing to do: step2's and step3's downloads keep the gates they waited on
     rerun = subprocess.run([*command, "--dry-run"], capture_output=True, text=True, env=env | {"HF_HUB_OFFLINE": "1"})
     assert rerun.returncode == 0 and "Nothing to be done" in rerun.stdout + rerun.stderr, rerun.stdout[-3000:]
+
+
+@pytest.mark.slow
+def test_a_checkpoint_s_weights_stay_in_the_cache_until_its_metrics_are_measured(tiny_hub, tmp_path):
+    """A failure after the extraction (its metrics job, a time limit, a preemption) leaves the weights that a retry of
+    the checkpoint's group job extracts from again, offline on its node: only its last metrics job evicts them."""
+    with LocalHub(tiny_hub) as hub:
+        command, env = tiny_workflow(tmp_path, hub.endpoint)
+        config = yaml.safe_load((tmp_path / "config.yaml").read_text())
+        config["metrics"]["layers_per_job"] = 1  # three metrics jobs a checkpoint: the last one evicts
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+        extracted = subprocess.run(
+            [*command, "results/manifests/tiny/step0.json"], capture_output=True, text=True, env=env
+        )
+        assert extracted.returncode == 0, extracted.stderr[-3000:]
+        weights = tmp_path / f"hf-cache/models--{TINY.replace('/', '--')}"
+        assert list(weights.rglob("*.safetensors"))  # extracted, not measured: still there
+        first = subprocess.run(
+            [*command, "results/metrics/tiny/step0/layer_0.parquet"], capture_output=True, text=True, env=env
+        )
+        assert first.returncode == 0 and list(weights.rglob("*.safetensors")), first.stderr[-3000:]
+        rest = [f"results/metrics/tiny/step0/layer_{layer}.parquet" for layer in (1, 2)]
+        measured = subprocess.run([*command, *rest], capture_output=True, text=True, env=env)
+    assert measured.returncode == 0, measured.stderr[-3000:]
+    assert not list(weights.rglob("*.safetensors"))  # its last metrics job evicted them
+    assert list(weights.rglob("config.json"))
 
 
 @pytest.mark.slow

@@ -243,21 +243,27 @@ def downloaded_weights(wildcards):
     return paths.weights_receipt() if download.needed(ckpt, model_entry(wildcards)) else []
 
 
+def checkpoint_metrics(ckpt):
+    """A checkpoint's metrics files, one per metrics job: once all exist, its weights have left the cache (the last
+    of those jobs evicts them, with extraction.evict_weights: workflow/scripts/measure_layers.py)."""
+    return [paths.layer_metrics(ckpt.model, ckpt.name, group) for group in EXPERIMENT.layer_groups(ckpt.model)]
+
+
 # With extraction.evict_weights, a lane of downloads (Experiment.download_lanes) holds the weights of two checkpoints
-# at most: one extracting, the next downloading. Only checkpoints still to extract wait, and ancient(): a finished
-# extraction never reruns for another's.
-GATES = (EXPERIMENT.download_gates(lambda ckpt: not Path(paths.manifest(ckpt.model, ckpt.name)).exists())
+# at most: one extracting or measured, the next downloading. Only checkpoints still to measure wait, and ancient(): a
+# finished checkpoint never reruns for another's.
+GATES = (EXPERIMENT.download_gates(lambda ckpt: not all(map(os.path.exists, checkpoint_metrics(ckpt))))
          if config["extraction"]["evict_weights"] and workflow.is_main_process else {})
 
 
 def download_gate(wildcards):
-    """The manifest of the extraction a checkpoint's download waits for, if any. A download that has run (its
-    checkpoint extracted, or its receipt still there) keeps the gate it waited on, as Snakemake recorded its inputs:
-    a set of inputs changed since would make a rerun (a resume) download and extract it again."""
+    """The metrics files of the checkpoint a checkpoint's download waits for, if any: its weights evicted. A download
+    that has run (its receipt still there) keeps the gate it waited on, as Snakemake recorded its inputs: a set of
+    inputs changed since would make a rerun (a resume) download and extract it again."""
     receipt = paths.weights_receipt(wildcards.model, wildcards.checkpoint)
     gate = GATES.get((wildcards.model, wildcards.checkpoint))
     if gate and not Path(receipt).exists():
-        return ancient(paths.manifest(gate.model, gate.name))
+        return [ancient(path) for path in checkpoint_metrics(gate)]
     recorded = (workflow.persistence.input(IOFile(receipt)) if workflow.persistence else None) or []
     pin = paths.lock(wildcards.model, wildcards.checkpoint)
     return [ancient(path) for path in recorded if path != pin and Path(path).exists()]

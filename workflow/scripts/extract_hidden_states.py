@@ -10,7 +10,6 @@ from shape_of_learning.extraction import FAIL_FIRST_ATTEMPT_VARIABLE
 from shape_of_learning.extraction.hidden_states import extract
 from shape_of_learning.logs import filesystem, job_logging
 from shape_of_learning.models.download import check_receipt
-from shape_of_learning.models.hf_cache import evict_weights
 from shape_of_learning.models.pinning import read_lock
 
 with job_logging(snakemake):
@@ -44,7 +43,6 @@ with job_logging(snakemake):
         loss=options["loss"],
         positions_per_image=options["positions_per_image"],
     )
+    # what the cache held before this run's download job, which eviction leaves (the checkpoint's last metrics job)
+    manifest["weights_cached_before"] = json.loads(Path(receipt).read_text())["cached_before"] if receipt else []
     Path(snakemake.output.manifest).write_text(json.dumps(manifest, indent=2, default=str) + "\n")
-    if options["evict_weights"]:  # the disk of a few checkpoints at a time, not of the series; what the cache held
-        # before this run's download job stays (models.download)
-        evict_weights(manifest, keep=json.loads(Path(receipt).read_text())["cached_before"] if receipt else ())

@@ -4,9 +4,10 @@ from pathlib import Path
 import pandas as pd
 
 from shape_of_learning import paths
-from shape_of_learning.experiment.plan import layers_in_group
+from shape_of_learning.experiment.plan import layer_groups, layers_in_group
 from shape_of_learning.logs import job_logging
 from shape_of_learning.metrics.layer import measure_layer
+from shape_of_learning.models.hf_cache import evict_weights
 
 with job_logging(snakemake):
     manifest = json.loads(Path(snakemake.input.manifest).read_text())
@@ -21,3 +22,12 @@ with job_logging(snakemake):
         for layer in layers_in_group(snakemake.wildcards.layer_group)
     ]
     pd.concat(tables, ignore_index=True).to_parquet(snakemake.output[0], index=False)
+    # the checkpoint's weights leave the cache once nothing of the run reads them: after its extraction and every one
+    # of its metrics jobs (on a cluster one group job, retried whole), by whichever of those finishes last
+    model, checkpoint = snakemake.wildcards.model, snakemake.wildcards.checkpoint
+    layers = snakemake.config["models"][model]["layers"]
+    groups = layer_groups(layers, snakemake.config["metrics"]["layers_per_job"])
+    if snakemake.config["extraction"]["evict_weights"] and all(
+        Path(paths.layer_metrics(model, checkpoint, group)).exists() for group in groups
+    ):
+        evict_weights(manifest, keep=manifest.get("weights_cached_before", ()))

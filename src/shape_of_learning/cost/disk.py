@@ -16,9 +16,9 @@ bytes of vectors (Parquet adds up to 12 bytes per token of index columns, compre
 the model's config.json where a local copy exists (`hidden_size`, `d_model` or `n_embd`), else the model table's
 (for CNNs, whose stages differ in width, the mean width of the states extracted); unknown otherwise. Peak disk:
 weights of every checkpoint, or with `extraction.evict_weights` of two at a time in each lane of downloads (one
-extracting, the next downloading: `plan.Experiment.download_gates`), every lane's at once at worst; shards of every
-checkpoint with `extraction.keep_embeddings`, else (temp()) of one checkpoint per extraction ahead of its metrics
-jobs, at least one. The corpus and the results themselves are small next to these and are not counted.
+extracting or measured, the next downloading: `plan.Experiment.download_gates`), every lane's at once at worst;
+shards of every checkpoint with `extraction.keep_embeddings`, else (temp()) of one checkpoint per extraction ahead of
+its metrics jobs, at least one. The corpus and the results themselves are small next to these and are not counted.
 """
 
 import json
@@ -284,7 +284,7 @@ def summary(found: list[ModelVolume], extraction: dict, lanes: list[list[Checkpo
 def peak(
     found: list[ModelVolume], evict_weights: bool, keep_embeddings: bool, lanes: list[list[Checkpoint]] | None = None
 ) -> Bytes:
-    """Weights of every checkpoint, or (evicted after their extraction) of the DOWNLOADS_AHEAD + 1 largest of each lane
+    """Weights of every checkpoint, or (evicted once measured) of the DOWNLOADS_AHEAD + 1 largest of each lane
     of downloads (`lanes`: `Experiment.download_lanes`; one lane of every checkpoint where not given), plus shards of
     every checkpoint (or of the largest, temp() shards leaving once their metrics are done): one extraction in
     flight at a time."""

@@ -124,12 +124,8 @@ class Experiment:
         return range(self.models[model]["layers"] + 1)
 
     def layer_groups(self, model: str) -> list[str]:
-        """The layers of each metrics job, as named in its output: "3", or "0-7" with metrics.layers_per_job: 8, or
-        every layer of the checkpoint in one ("0-32") with `checkpoint`."""
-        states = self.hidden_states(model)
-        size = len(states) if self.layers_per_job == "checkpoint" else self.layers_per_job
-        chunks = [states[i : i + size] for i in range(0, len(states), size)]
-        return [str(c[0]) if len(c) == 1 else f"{c[0]}-{c[-1]}" for c in chunks]
+        """The layers of each metrics job of a checkpoint of `model` (`layer_groups`)."""
+        return layer_groups(self.models[model]["layers"], self.layers_per_job)
 
     @property
     def figure_analyses(self) -> list[Analysis]:
@@ -210,10 +206,11 @@ class Experiment:
         return [lane for lane in lanes.values() if lane]
 
     def download_gates(self, pending) -> dict[tuple[str, str], Checkpoint]:
-        """(model, checkpoint) -> the checkpoint whose extraction its download waits for: in its lane, among the
-        checkpoints still to extract (`pending(checkpoint)`), the one DOWNLOADS_AHEAD + 1 places before it. A lane
-        then holds the weights of DOWNLOADS_AHEAD + 1 checkpoints at most, evicted as each extraction ends: one
-        extracting and the next downloading, the GPU never waiting for the network within a lane."""
+        """(model, checkpoint) -> the checkpoint whose metrics its download waits for: in its lane, among the
+        checkpoints still to measure (`pending(checkpoint)`), the one DOWNLOADS_AHEAD + 1 places before it. A lane
+        then holds the weights of DOWNLOADS_AHEAD + 1 checkpoints at most, evicted as each one's last metrics job
+        ends (nothing of the run reads them after: a cluster's group job of extraction and metrics is retried whole):
+        one extracting or measured and the next downloading, the GPU never waiting for the network within a lane."""
         gates = {}
         for lane in self.download_lanes():
             waiting = [ckpt for ckpt in lane if pending(ckpt)]
@@ -239,8 +236,18 @@ class Experiment:
         return found
 
 
+def layer_groups(layers: int, layers_per_job: int | str) -> list[str]:
+    """The layers of each metrics job of a checkpoint with `layers` blocks (hidden states 0..layers), as named in its
+    output: "3", or "0-7" with metrics.layers_per_job: 8, or every layer of the checkpoint in one ("0-32") with
+    `checkpoint`."""
+    states = range(layers + 1)
+    size = len(states) if layers_per_job == "checkpoint" else layers_per_job
+    chunks = [states[i : i + size] for i in range(0, len(states), size)]
+    return [str(c[0]) if len(c) == 1 else f"{c[0]}-{c[-1]}" for c in chunks]
+
+
 def layers_in_group(group: str) -> range:
-    """Inverse of `Experiment.layer_groups`: "3" -> range(3, 4), "0-7" -> range(0, 8)."""
+    """Inverse of `layer_groups`: "3" -> range(3, 4), "0-7" -> range(0, 8)."""
     first, _, last = group.partition("-")
     return range(int(first), int(last or first) + 1)
 

@@ -65,7 +65,8 @@ def hub_tokenizer(entry: dict) -> str | None:
 def download(lock: dict, entry: dict, lock_file: str = "the lock") -> dict:
     """Fetch what the extraction of `lock`'s checkpoint reads (module docstring) and return the receipt: {model,
     checkpoint, location, commit_sha, files: {name: bytes}, verified: {weight file: digest}, cached_before: [the weight
-    files the cache held already, which eviction leaves], tokenizer: {location, commit_sha, files} or None}."""
+    files the cache held before the checkpoint was pinned (`lock_file`), which eviction leaves], tokenizer: {location,
+    commit_sha, files} or None}."""
     receipt = dict(
         model=lock["model"],
         checkpoint=lock["checkpoint"],
@@ -79,7 +80,7 @@ def download(lock: dict, entry: dict, lock_file: str = "the lock") -> dict:
     if lock["source"] == "hub":
         repo, commit = lock["location"], lock["commit_sha"]
         snapshot = hf_cache.snapshot(repo, commit)
-        cached = sorted(name for name in lock["weights"] if snapshot and (snapshot / name).is_file())
+        cached = sorted(name for name in lock["weights"] if snapshot and _cached_before(snapshot / name, lock_file))
         names = sorted({name for name in listing(repo, commit) if SUPPORT_FILE.fullmatch(name)} | set(lock["weights"]))
         paths = {name: fetch(repo, name, commit) for name in names}
         for name, recorded in lock["weights"].items():
@@ -98,6 +99,16 @@ def download(lock: dict, entry: dict, lock_file: str = "the lock") -> dict:
             "files": {name: path.stat().st_size for name, path in paths.items()},
         }
     return receipt
+
+
+def _cached_before(link: Path, lock_file: str) -> bool:
+    """Whether the cache held a weight file before the run pinned its checkpoint (its blob older than the lock), so
+    that eviction leaves it: a file this run downloaded, then downloaded again over (a rerun that extracts again
+    before the weights were evicted), is not taken for the user's. Without a lock file, whether it is there."""
+    if not link.is_file():
+        return False
+    lock = Path(lock_file)
+    return not lock.is_file() or link.resolve().stat().st_mtime < lock.stat().st_mtime
 
 
 def listing(repo: str, revision: str | None) -> list[str]:

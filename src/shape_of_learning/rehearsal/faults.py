@@ -86,7 +86,7 @@ SHARD_MISSING = Scenario(
     "the pin fails naming the shard; no lock, nothing downloaded or extracted",
 )
 # In the preset's order: the models need the same deliverables, so their downloads share a lane, where the third
-# waits for the first one's extraction (Experiment.download_gates); the first is the one whose download must run
+# waits for the first one's metrics (Experiment.download_gates); the first is the one whose download must run
 SCENARIOS = (BLOB_DELETED, BLOCK_MISSING, SHARD_MISSING)
 
 
