@@ -62,7 +62,7 @@ def hub_tokenizer(entry: dict) -> str | None:
     return tokenizer if tokenizer and not Path(tokenizer).is_dir() else None
 
 
-def download(lock: dict, entry: dict, lock_file: str = "the lock") -> dict:
+def download(lock: dict, entry: dict, lock_file: str | None = None) -> dict:
     """Fetch what the extraction of `lock`'s checkpoint reads (module docstring) and return the receipt: {model,
     checkpoint, location, commit_sha, files: {name: bytes}, verified: {weight file: digest}, cached_before: [the weight
     files the cache held before the checkpoint was pinned (`lock_file`), which eviction leaves], tokenizer: {location,
@@ -84,7 +84,7 @@ def download(lock: dict, entry: dict, lock_file: str = "the lock") -> dict:
         names = sorted({name for name in listing(repo, commit) if SUPPORT_FILE.fullmatch(name)} | set(lock["weights"]))
         paths = {name: fetch(repo, name, commit) for name in names}
         for name, recorded in lock["weights"].items():
-            verify(paths[name], recorded, f"{repo}@{commit}: {name}", lock_file)
+            verify(paths[name], recorded, f"{repo}@{commit}: {name}", lock_file or "the lock")
         receipt |= {
             "files": {name: path.stat().st_size for name, path in paths.items()},
             "verified": dict(sorted(lock["weights"].items())),
@@ -101,14 +101,13 @@ def download(lock: dict, entry: dict, lock_file: str = "the lock") -> dict:
     return receipt
 
 
-def _cached_before(link: Path, lock_file: str) -> bool:
+def _cached_before(link: Path, lock_file: str | None) -> bool:
     """Whether the cache held a weight file before the run pinned its checkpoint (its blob older than the lock), so
     that eviction leaves it: a file this run downloaded, then downloaded again over (a rerun that extracts again
     before the weights were evicted), is not taken for the user's. Without a lock file, whether it is there."""
     if not link.is_file():
         return False
-    lock = Path(lock_file)
-    return not lock.is_file() or link.resolve().stat().st_mtime < lock.stat().st_mtime
+    return lock_file is None or link.resolve().stat().st_mtime < Path(lock_file).stat().st_mtime
 
 
 def listing(repo: str, revision: str | None) -> list[str]:
