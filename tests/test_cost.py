@@ -386,7 +386,7 @@ def test_a_cluster_run_requests_each_checkpoint_the_memory_time_disk_and_gpu_of_
     }
     dry = subprocess.run(  # the larger cards' feature given as a user gives it, scratch repeated (docs/cluster.md)
         [SNAKEMAKE, "--profile", "profiles/slurm", "--directory", tmp_path, "-n", "--config", "scratch=/tmp"]
-        + ["large_gpu={constraint: a100_80gb}"],
+        + ["large_gpu={constraint: a100_80gb}", "scratch_request=True"],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -416,6 +416,16 @@ def test_a_cluster_run_requests_each_checkpoint_the_memory_time_disk_and_gpu_of_
             tmp[model] = int(re.search(r"resources: .*\bslurm_extra=--tmp=(\d+)M", job).group(1))
         assert tmp["llama-2-13b"] == cost.scratch_mb("llama-2-13b", plan(config), config) > 10_000
         assert tmp["pythia-70m"] == cost.SCRATCH_DEFAULT_MB < tmp["pythia-2.8b"] < tmp["llama-2-13b"]
+    # without scratch_request (the profile's default), no --tmp: SLURM refuses one where the nodes' TmpDisk is unset
+    plain = subprocess.run(
+        [SNAKEMAKE, "--profile", "profiles/slurm", "--directory", tmp_path, "-n", "--config", "scratch=/tmp"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert plain.returncode == 0 and "rule extract_hidden_states:" in plain.stdout + plain.stderr
+    assert "--tmp=" not in plain.stdout + plain.stderr
     # the 80 GB cards for the 13B models, and for them only
     for rule in ("extract_hidden_states", "measure_layers"):
         large = {

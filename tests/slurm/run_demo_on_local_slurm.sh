@@ -52,7 +52,7 @@ background+=($!)
 # One extraction fails on its first attempt (a test switch): the profile's retries must complete the run.
 failing=demo-pythia/step8  # a checkpoint of the demo and of its CI overlay
 run "$workdir" env SHAPE_OF_LEARNING_FAIL_FIRST_ATTEMPT=$failing .venv/bin/snakemake --profile profiles/slurm \
-    --profile tests/slurm/profile --configfile "${presets[@]}" --config scratch="$scratch" --directory "$workdir"
+    --profile tests/slurm/profile --configfile "${presets[@]}" --config scratch="$scratch" scratch_request=True --directory "$workdir"
 echo "$label through SLURM: $seconds s, load average $load ($workdir)"
 .venv/bin/python -m shape_of_learning verify "${presets[@]}" --directory "$workdir"
 

@@ -192,8 +192,9 @@ def gpu_type_request(model):
 def node_disk_request(model):
     """SLURM's --tmp of a checkpoint's group job (the extraction's and its metrics' `slurm_extra`, which a group's
     jobs must share): the node's local disk its shards take (cost.device_time.scratch_mb), where they go to a
-    node-local `scratch`; none where they stay on the shared filesystem."""
-    if SCRATCH is None or config["extraction"]["keep_embeddings"]:
+    node-local `scratch` and the config asks for it (`scratch_request`: SLURM refuses --tmp where the nodes' TmpDisk is
+    unset); none where they stay on the shared filesystem."""
+    if SCRATCH is None or config["extraction"]["keep_embeddings"] or not config["scratch_request"]:
         return ""
     return f"--tmp={device_time.scratch_mb(model, EXPERIMENT, config)}M"
 
