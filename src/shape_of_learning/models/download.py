@@ -25,9 +25,9 @@ import logging
 import re
 from pathlib import Path
 
-import huggingface_hub  # HfApi, hf_hub_download looked up when called: shape_of_learning.network
+import huggingface_hub  # HfApi looked up when called: shape_of_learning.network
 from huggingface_hub import constants
-from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, HTTPError, OfflineModeIsEnabled
+from huggingface_hub.errors import HfHubHTTPError, HTTPError, OfflineModeIsEnabled
 
 from shape_of_learning import network
 from shape_of_learning.models import hf_cache
@@ -82,7 +82,7 @@ def download(lock: dict, entry: dict, lock_file: str | None = None) -> dict:
         snapshot = hf_cache.snapshot(repo, commit)
         cached = sorted(name for name in lock["weights"] if snapshot and _cached_before(snapshot / name, lock_file))
         names = sorted({name for name in listing(repo, commit) if SUPPORT_FILE.fullmatch(name)} | set(lock["weights"]))
-        paths = {name: fetch(repo, name, commit) for name in names}
+        paths = {name: hf_cache.fetch(repo, name, commit) for name in names}
         for name, recorded in lock["weights"].items():
             verify(paths[name], recorded, f"{repo}@{commit}: {name}", lock_file or "the lock")
         receipt |= {
@@ -92,7 +92,7 @@ def download(lock: dict, entry: dict, lock_file: str | None = None) -> dict:
         }
     if tokenizer := hub_tokenizer(entry):
         names = [name for name in listing(tokenizer, None) if SUPPORT_FILE.fullmatch(name)]
-        paths = {name: fetch(tokenizer, name, None) for name in names}
+        paths = {name: hf_cache.fetch(tokenizer, name, None) for name in names}
         receipt["tokenizer"] = {
             "location": tokenizer,
             "commit_sha": hf_cache.commit_of(tokenizer, "main"),
@@ -131,24 +131,6 @@ def listing(repo: str, revision: str | None) -> list[str]:
             "or pre-fetch it there with `hf download` and the same HF_HOME"
         )
     return [path.relative_to(snapshot).as_posix() for path in sorted(snapshot.rglob("*")) if path.is_file()]
-
-
-def fetch(repo: str, name: str, revision: str | None) -> Path:
-    """One file of a revision in the cache (its snapshot link), downloaded unless it is there already."""
-    where = f"{repo}@{revision or 'main'}"
-    try:
-        return Path(
-            network.retry(
-                lambda: huggingface_hub.hf_hub_download(repo, name, revision=revision),
-                what=f"downloading {name} of {where}",
-            )
-        )
-    except GatedRepoError as error:
-        raise PermissionError(
-            f"{repo} is gated: accept its conditions on its Hub page with your account, then give the run a token of "
-            "that account (HF_TOKEN=hf_..., or `hf auth login` where Snakemake runs); or remove the model from the "
-            f"config. ({error.response.status_code}, downloading {name} of {where})"
-        ) from None
 
 
 def missing_from_cache(receipt_file: str) -> list[str]:

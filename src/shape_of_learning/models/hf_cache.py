@@ -5,13 +5,18 @@
                                             blobs/{sha256}            ... to its content, named by its LFS sha256
 
 Read without network: by the offline pin (`pinning`), the offline revision check (`revisions`) and the disk volume
-(`disk`); written only by `evict_weights`.
+(`disk`); filled one file at a time by `fetch` (the download jobs, a sharded checkpoint's pin), freed only by
+`evict_weights`.
 """
 
 import logging
 from pathlib import Path
 
+import huggingface_hub  # hf_hub_download looked up when called: shape_of_learning.network
 from huggingface_hub import constants
+from huggingface_hub.errors import GatedRepoError
+
+from shape_of_learning import network
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +41,26 @@ def snapshot(repo: str, commit_sha: str) -> Path | None:
     """The cached snapshot of one commit, or None where the cache has none."""
     folder = repo_dir(repo) / "snapshots" / commit_sha
     return folder if folder.is_dir() else None
+
+
+def fetch(repo: str, name: str, revision: str | None, why: str = "downloading") -> Path:
+    """One file of a revision in the cache (its snapshot link), downloaded unless it is there already, a transient
+    failure retried (`network.retry`); a gated repository without a token's access is a PermissionError naming the
+    fix. `why` says what the file is fetched for, in the messages."""
+    where = f"{repo}@{revision or 'main'}"
+    try:
+        return Path(
+            network.retry(
+                lambda: huggingface_hub.hf_hub_download(repo, name, revision=revision),
+                what=f"{why} {name} of {where}",
+            )
+        )
+    except GatedRepoError as error:
+        raise PermissionError(
+            f"{repo} is gated: accept its conditions on its Hub page with your account, then give the run a token of "
+            "that account (HF_TOKEN=hf_..., or `hf auth login` where Snakemake runs); or remove the model from the "
+            f"config. ({error.response.status_code}, {why} {name} of {where})"
+        ) from None
 
 
 def evict_weights(lock: dict, keep=()) -> list[Path]:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import huggingface_hub  # HfApi looked up when called: shape_of_learning.network
 from huggingface_hub import constants
-from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, HTTPError, OfflineModeIsEnabled
+from huggingface_hub.errors import HfHubHTTPError, HTTPError, OfflineModeIsEnabled
 
 from shape_of_learning import network
 from shape_of_learning.models import hf_cache, revisions
@@ -285,7 +285,7 @@ def _pin_hub(repo: str, revision: str) -> tuple[str, dict[str, str], dict[str, i
     else:
         where = Revision(
             f"on the Hub (commit {info.sha})",
-            lambda name: _hub_file(repo, info.sha, name),
+            lambda name: hf_cache.fetch(repo, name, info.sha, why="reading, to pin it,").read_bytes(),
             "pin another revision (`python -m shape_of_learning refs MODEL` lists them); upstream's repository is "
             f"incomplete: report it to its maintainers (https://huggingface.co/{repo}/discussions)",
         )
@@ -301,23 +301,6 @@ def _pin_hub(repo: str, revision: str) -> tuple[str, dict[str, str], dict[str, i
         f"the incomplete repository to its maintainers (https://huggingface.co/{repo}/discussions)",
     )
     return commit_sha, files, sizes, None, where
-
-
-def _hub_file(repo: str, commit: str, name: str) -> bytes:
-    """One file of a commit, through the HF cache (huggingface_hub's `hf_hub_download`, retried as `download.fetch`
-    is)."""
-    try:
-        path = network.retry(
-            lambda: huggingface_hub.hf_hub_download(repo, name, revision=commit),
-            what=f"reading {name} of {repo}@{commit} to pin it",
-        )
-    except GatedRepoError as error:
-        raise PermissionError(
-            f"{repo} is gated: accept its conditions on its Hub page with your account, then give the run a token of "
-            "that account (HF_TOKEN=hf_..., or `hf auth login` where Snakemake runs); or remove the model from the "
-            f"config. ({error.response.status_code}, reading {name}, the index of its shards, to pin it)"
-        ) from None
-    return Path(path).read_bytes()
 
 
 def hub_files(siblings) -> tuple[dict[str, str], dict[str, int | None]]:
