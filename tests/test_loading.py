@@ -3,15 +3,18 @@
 loads them."""
 
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
 import transformers
+from hypothesis import given
+from hypothesis import strategies as st
 from safetensors.torch import load_file, save_file
 
 from shape_of_learning.extraction import families
 from shape_of_learning.extraction.families import OUTSIDE_HIDDEN_STATES, component, model_class
-from shape_of_learning.extraction.loading import _grouped, load_model
+from shape_of_learning.extraction.loading import _grouped, check_whole, load_model
 from shape_of_learning.rehearsal import structure, twins
 from shape_of_learning.rehearsal.local_hub import add_branch
 
@@ -218,3 +221,29 @@ def test_every_model_of_the_structure_table_loads_clean_with_and_without_its_hea
             assert not head or type(model).__name__ == row.loaded_as, row.hub_id
             assert loss == model_class(config, *twins._kind(row), head=head)[1], (row.hub_id, head)
             assert not reason.startswith("the checkpoint has no"), (row.hub_id, head, reason)
+
+
+# --- the rule itself, over generated loading reports ---
+
+FAMILY = "bert"  # its loss head `cls`, its pooler outside the hidden states; `encoder` and `embeddings` inside
+PARTS = {"head": "cls", "other": "pooler", "inside": "encoder"}
+REPORTED = st.lists(st.tuples(st.sampled_from(sorted(PARTS)), st.integers(0, 11)), max_size=6, unique=True)
+
+
+@given(missing=REPORTED, unexpected=REPORTED, prefixed=st.booleans())
+def test_a_load_fails_exactly_where_a_weight_inside_the_hidden_states_is_missing_or_extra(
+    missing, unexpected, prefixed
+):
+    model = SimpleNamespace(config=SimpleNamespace(model_type=FAMILY), base_model_prefix="bert")
+
+    def key(part: str, index: int) -> str:
+        inside = PARTS[part] != "cls"  # the head lies beside the base model, the others in it
+        return f"{'bert.' if prefixed and inside else ''}{PARTS[part]}.layer.{index}.weight"
+
+    info = {"missing_keys": [key(*k) for k in missing], "unexpected_keys": [key(*k) for k in unexpected]}
+    inside = [k for k in missing + unexpected if k[0] == "inside"]
+    if inside:
+        with pytest.raises(ValueError, match=r"refused to load .* as SimpleNamespace"):
+            check_whole(model, info, "m/c", "acme/m")
+    else:
+        assert check_whole(model, info, "m/c", "acme/m") == sorted(key(*k) for k in missing if k[0] == "head")
