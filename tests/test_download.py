@@ -17,7 +17,8 @@ import transformers
 import yaml
 from huggingface_hub import constants
 
-from shape_of_learning import network
+from shape_of_learning import network, paths
+from shape_of_learning.experiment.plan import layer_groups
 from shape_of_learning.models import download, hf_cache
 from shape_of_learning.models.checkpoints import Checkpoint
 from shape_of_learning.models.pinning import pin
@@ -193,6 +194,7 @@ def test_only_hub_checkpoints_and_hub_tokenizers_need_a_download(tmp_path):
 # --- the workflow: download jobs, then extraction offline, with every connection but loopback refused ---
 
 TINY, TOKENIZER = "acme/pythia-tiny", "acme/tokenizer"
+ENCODER = "acme/bert-tiny"  # what Rajaee & Pilehvar fine-tune and measure
 STEPS = ["step0", "step1", "step2", "step3"]
 
 
@@ -221,6 +223,12 @@ def tiny_hub(tmp_path_factory) -> Path:
         torch.manual_seed(seed)
         transformers.GPTNeoXForCausalLM(config).save_pretrained(scratch / step)
         add_branch(root, TINY, step, {path.name: path for path in (scratch / step).iterdir()})
+    encoder = transformers.BertConfig(
+        vocab_size=300, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64
+    )
+    transformers.BertForMaskedLM(encoder).save_pretrained(scratch / "encoder")
+    byte_tokenizer("bert", 64).save_pretrained(scratch / "encoder")
+    add_branch(root, ENCODER, "main", {path.name: path for path in (scratch / "encoder").iterdir()})
     return root
 
 
@@ -325,6 +333,60 @@ def test_extraction_reads_what_the_download_jobs_fetched_and_opens_no_connection
     # a rerun (a resume after a stop) finds nothing to do: step2's and step3's downloads keep the gates they waited on
     rerun = subprocess.run([*command, "--dry-run"], capture_output=True, text=True, env=env | {"HF_HUB_OFFLINE": "1"})
     assert rerun.returncode == 0 and "Nothing to be done" in rerun.stdout + rerun.stderr, rerun.stdout[-3000:]
+
+
+@pytest.mark.slow
+def test_rajaee_pilehvar_s_jobs_read_the_downloaded_weights_offline_and_eviction_leaves_them(tiny_hub, tmp_path):
+    """A fine-tuning and an analysis load their model on a GPU node, as extraction does: from the cache its download
+    job filled, offline; the extraction's eviction leaves those weights for them, whichever job ends first."""
+    with LocalHub(tiny_hub) as hub:
+        command, env = tiny_workflow(tmp_path, hub.endpoint)
+        config = yaml.safe_load((tmp_path / "config.yaml").read_text())
+        config["models"] |= {
+            "enc": {"hub_id": ENCODER, "kind": "encoder", "layers": 2, "max_length": 64},
+            "enc-ft": {
+                "finetune": {"base": "enc", "data": "simlex999/train", "max_steps": 2, "batch_size": 8},
+                "kind": "encoder",
+                "layers": 2,
+            },
+        }
+        config["rajaee_pilehvar"] = {
+            "pairs": [{"pretrained": "enc", "finetuned": "enc-ft"}],
+            "seeds": [0],
+            "evaluate": ["simlex999/test"],
+            "clusters": 3,
+            "directions": 2,
+            "least_directions": [4],
+            "figure_tokens": 200,
+            "datasets": {
+                "simlex999": {
+                    "format": "word_pairs",
+                    "gensim": True,
+                    "scale": 10,
+                    "splits": {"all": "simlex999.txt"},
+                    "random_split": {"of": "all", "test": 0.333},
+                }
+            },
+        }
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+        analyses = [
+            paths.isotropy_settings("simlex999", "test", model, "settings") for model in ("enc", "enc-ft-seed0")
+        ]
+        measured = [paths.layer_metrics("enc", "main", group) for group in layer_groups(2, "checkpoint")]
+        result = subprocess.run([*command, *analyses, *measured], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    connections = [json.loads(line) for line in (tmp_path / "connections.jsonl").read_text().splitlines()]
+    readers = ("finetune_model", "measure_isotropy_settings", "extract_hidden_states")
+    assert not [c for c in connections if any(name in " ".join(c["argv"]) for name in readers)]  # loopback included
+    weights = list((tmp_path / f"hf-cache/models--{ENCODER.replace('/', '--')}").rglob("model.safetensors"))
+    assert weights and weights[0].resolve().is_file()  # left by eviction: the R&P jobs read them
+    log = (tmp_path / "logs/measure_layers").rglob("*.log")
+    assert any(
+        "weights kept in the cache for finetune_model enc-ft-seed0, measure_isotropy_settings simlex999/test/enc"
+        in path.read_text()
+        for path in log
+    )
+    assert not list((tmp_path / "results/weights").rglob("*.json"))  # the receipts are temporary
 
 
 @pytest.mark.slow

@@ -270,10 +270,19 @@ def download_gate(wildcards):
     return [ancient(path) for path in recorded if path != pin and Path(path).exists()]
 
 
+def last_weights(model):
+    """The download receipt of a model's last checkpoint, where a download job fetches it: what Rajaee & Pilehvar's
+    fine-tunings and analyses load, offline, as extraction does (models.download)."""
+    ckpt = EXPERIMENT.last_checkpoint(model)
+    return paths.weights_receipt(model, ckpt.name) if download.needed(ckpt, EXPERIMENT.models[model]) else []
+
+
 def finetuning_data(wildcards):
-    """What a `finetune:` entry trains on: the dataset of its `data` ("dataset/split"), and its base model's lock."""
+    """What a `finetune:` entry trains on: the dataset of its `data` ("dataset/split"), and its base model's lock and
+    downloaded weights."""
     spec = model_entry(wildcards)["finetune"]
-    return {"pairs": paths.dataset(parse_reference(spec["data"])[0]), "pin": last_pin(spec["base"])}
+    return {"pairs": paths.dataset(parse_reference(spec["data"])[0]), "pin": last_pin(spec["base"]),
+            "weights": last_weights(spec["base"])}
 
 
 def claim_results_root():

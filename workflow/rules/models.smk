@@ -44,7 +44,7 @@ rule pin_checkpoint:
 
 
 # Runs where the Hub is reachable (the submit host on a cluster) while the GPU jobs run: everything a checkpoint's
-# extraction reads, its weights verified against its lock, into the HF cache that extraction then reads offline
+# extraction (and a Rajaee & Pilehvar job that loads it) reads, its weights verified against its lock, into the HF cache that extraction then reads offline
 # (models.download). With extraction.evict_weights it waits for an extraction of its lane (`download_gate`).
 rule download_weights:
     input:
@@ -57,6 +57,8 @@ rule download_weights:
         # gone (evicted by a failed attempt, a cache cleanup), the download runs again (models.download)
         missing_from_cache=lambda wildcards: download.missing_from_cache(
             paths.weights_receipt(wildcards.model, wildcards.checkpoint)),
+        # the jobs that load these weights after the extraction (Rajaee & Pilehvar's): eviction leaves them
+        read_after_extraction=lambda wildcards: EXPERIMENT.read_after_extraction(wildcards.model, wildcards.checkpoint),
     localrule: True
     log:
         paths.log("download_weights", "{model}/{checkpoint}"),

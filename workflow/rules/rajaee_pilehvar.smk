@@ -54,6 +54,7 @@ rule measure_isotropy_settings:
         pairs=paths.dataset(),
         training=[paths.dataset(parse_reference(reference)[0]) for reference in EXPERIMENT.excluded_training_data],
         pin=lambda wildcards: last_pin(wildcards.model),
+        weights=lambda wildcards: last_weights(wildcards.model),
         trained=trained_model_dir,
     output:
         settings=paths.isotropy_settings(part="settings"),

@@ -43,6 +43,9 @@ with job_logging(snakemake):
         loss=options["loss"],
         positions_per_image=options["positions_per_image"],
     )
-    # what the cache held before this run's download job, which eviction leaves (the checkpoint's last metrics job)
-    manifest["weights_cached_before"] = json.loads(Path(receipt).read_text())["cached_before"] if receipt else []
+    # what eviction (the checkpoint's last metrics job) leaves: the weights the cache held before this run's download
+    # job, and all of them where a job of the run loads them after the extraction
+    downloaded = json.loads(Path(receipt).read_text()) if receipt else {}
+    manifest["weights_cached_before"] = downloaded.get("cached_before", [])
+    manifest["weights_read_after_extraction"] = downloaded.get("read_after_extraction", [])
     Path(snakemake.output.manifest).write_text(json.dumps(manifest, indent=2, default=str) + "\n")

@@ -2,14 +2,19 @@ from pathlib import Path
 
 import pandas as pd
 
-from shape_of_learning import paths
+from shape_of_learning import network, paths
 from shape_of_learning.rajaee_pilehvar.plan import parse_reference
 from shape_of_learning.logs import job_logging
+from shape_of_learning.models.download import check_receipt
 from shape_of_learning.models.pinning import read_lock
 from shape_of_learning.rajaee_pilehvar.finetuning import finetune
 
 with job_logging(snakemake):
+    network.go_offline()  # a download job put the base's files into the HF cache, as for extraction (models.download)
+    if receipt := snakemake.input.get("weights"):
+        check_receipt(receipt)
     spec, base = snakemake.config["models"][snakemake.wildcards.model]["finetune"], snakemake.params.base
+    lock = read_lock(snakemake.input.pin)
     dataset, split = parse_reference(spec["data"])
     pairs = pd.read_parquet(paths.dataset_split(dataset, split))
     finetune(
@@ -17,7 +22,8 @@ with job_logging(snakemake):
         pairs,
         Path(snakemake.output[0]),
         scale=snakemake.config["rajaee_pilehvar"]["datasets"][dataset]["scale"],
-        revision=read_lock(snakemake.input.pin)["commit_sha"],
+        revision=lock["commit_sha"],
+        weights_format=lock.get("weights_format") or "safetensors",
         batch_size=spec["batch_size"],
         learning_rate=spec["learning_rate"],
         epochs=spec["epochs"],

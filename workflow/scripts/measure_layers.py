@@ -1,4 +1,5 @@
 import json
+import logging
 from pathlib import Path
 
 import pandas as pd
@@ -30,4 +31,7 @@ with job_logging(snakemake):
     if snakemake.config["extraction"]["evict_weights"] and all(
         Path(paths.layer_metrics(model, checkpoint, group)).exists() for group in groups
     ):
-        evict_weights(manifest, keep=manifest.get("weights_cached_before", ()))
+        if readers := manifest.get("weights_read_after_extraction"):
+            logging.getLogger("shape_of_learning").info("weights kept in the cache for %s", ", ".join(readers))
+        else:
+            evict_weights(manifest, keep=manifest.get("weights_cached_before", ()))

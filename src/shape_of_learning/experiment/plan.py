@@ -118,6 +118,20 @@ class Experiment:
         """The checkpoint a fine-tuning starts from and the Rajaee & Pilehvar analysis measures."""
         return self.checkpoints[model][-1]
 
+    def read_after_extraction(self, model: str, checkpoint: str) -> list[str]:
+        """The jobs besides its extraction that load a checkpoint's weights: Rajaee & Pilehvar's fine-tunings from it
+        and analyses of it, which read a model's last checkpoint. With extraction.evict_weights its weights stay in
+        the cache for them (workflow/scripts/measure_layers.py)."""
+        if model not in self.checkpoints or checkpoint != self.last_checkpoint(model).name:
+            return []
+        finetunings = [
+            f"finetune_model {name}"
+            for name, entry in self.models.items()
+            if entry.get("finetune", {}).get("base") == model
+        ]
+        analyses = [f"measure_isotropy_settings {job.reference}/{model}" for job in self.analyses if job.model == model]
+        return finetunings + analyses
+
     def hidden_states(self, model: str) -> range:
         """The hidden states of one forward pass, by index: the embedding output (0) and each of the model's `layers`
         blocks (1..layers)."""

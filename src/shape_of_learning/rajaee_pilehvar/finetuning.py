@@ -86,6 +86,7 @@ def finetune(
     *,
     scale: float,
     revision: str | None = None,
+    weights_format: str = "safetensors",
     batch_size: int = 32,
     learning_rate: float = 7e-5,
     epochs: int = 3,
@@ -106,7 +107,7 @@ def finetune(
     _check_scores(pairs, scale)
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    tokenizer, model = _load_encoder(location, revision, device)
+    tokenizer, model = _load_encoder(location, revision, weights_format, device)
     torch.manual_seed(seed)
     batches = torch.utils.data.DataLoader(
         range(len(pairs)), batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed)
@@ -146,14 +147,17 @@ def _check_scores(pairs: pd.DataFrame, scale: float) -> None:
         )
 
 
-def _load_encoder(location: str, revision: str | None, device: str) -> tuple:
-    """The tokenizer and the encoder at `location`, the encoder on `device` in training mode."""
+def _load_encoder(location: str, revision: str | None, weights_format: str, device: str) -> tuple:
+    """The tokenizer and the encoder at `location`, from the pinned weight format only (the files its download job
+    fetched), the encoder on `device` in training mode."""
     tokenizer = network.retry(
         lambda: AutoTokenizer.from_pretrained(location, revision=revision), what=f"loading the tokenizer of {location}"
     )
     # float32 whatever the checkpoint was saved in, as Sentence-BERT trains (no mixed precision)
     model = network.retry(
-        lambda: AutoModel.from_pretrained(location, revision=revision, use_safetensors=True, dtype=torch.float32),
+        lambda: AutoModel.from_pretrained(
+            location, revision=revision, use_safetensors=weights_format == "safetensors", dtype=torch.float32
+        ),
         what=f"loading the weights of {location}",
     )
     return tokenizer, model.to(device).train()
