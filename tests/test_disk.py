@@ -134,6 +134,13 @@ def test_peak_disk_by_eviction_and_kept_shards(run):
     lanes = [[ckpt] for ckpt in experiment.download_lanes()[0]]  # were each checkpoint a lane of its own
     assert peak(found, evict_weights=True, keep_embeddings=False, lanes=lanes) == Bytes(1200 + max(shards), 1)
     assert peak(found, True, False, lanes=[lanes[0]]) == Bytes(700 + max(shards), 0)  # only step1's lane
+    # weights a job reads after the extraction (Rajaee & Pilehvar's) are never evicted: counted whole, once
+    one_lane = [experiment.download_lanes()[0]]
+    assert peak(found, True, False, one_lane) == Bytes(1200 + max(shards), 1)  # step1 and step2, step3 unknown
+    assert peak(found, True, False, one_lane, kept=frozenset({("tiny", "step1")})) == Bytes(1200 + max(shards), 1)
+    assert peak(found, True, False, lanes=[lanes[1]], kept=frozenset({("tiny", "step1")})) == Bytes(
+        1200 + max(shards), 0
+    )
     text = summary(found, config(evict_weights=True)["extraction"], experiment.download_lanes())
     assert "download: ≥ 1.2 kB (1 checkpoints unpinned, not in the HF cache nor the model table; add --hub" in text
     peak_line = f"peak disk, evict_weights: true: ≥ {disk.human(1200 + max(shards))} (this config)"

@@ -205,6 +205,18 @@ def test_downloads_wait_in_lanes_of_models_the_same_deliverables_need(paper):
     assert ("pythia-2.8b", series[3]) not in gates and gates[("pythia-2.8b", series[4])].name == series[2]
 
 
+def test_rajaee_pilehvar_s_jobs_keep_the_weights_of_the_last_checkpoints_they_load(paper):
+    experiment = plan(paper)
+    last = experiment.last_checkpoint("bert-base-uncased").name
+    assert experiment.read_after_extraction("bert-base-uncased", last) == [
+        *(f"finetune_model bert-base-uncased-stsb-seed{seed}" for seed in (0, 1, 2)),
+        "measure_isotropy_settings stsb/dev/bert-base-uncased",
+    ]
+    assert experiment.kept_weights() == {("bert-base-uncased", last), ("roberta-base", last)}
+    series = experiment.checkpoints["pythia-160m"]
+    assert not any(experiment.read_after_extraction("pythia-160m", ckpt.name) for ckpt in series)
+
+
 def test_verify_refuses_a_folder_another_config_wrote(tmp_path, capsys):
     marker = tmp_path / "results/.written-by.json"
     marker.parent.mkdir()

@@ -97,7 +97,7 @@ def volume(args) -> int:
     from shape_of_learning.cost import disk
 
     print(disk.table(found))
-    print(disk.summary(found, config["extraction"], experiment.download_lanes()))
+    print(disk.summary(found, config["extraction"], experiment.download_lanes(), experiment.kept_weights()))
     return 0
 
 

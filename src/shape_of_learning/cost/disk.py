@@ -232,9 +232,14 @@ def _file_sizes(snapshot: Path, names) -> dict[str, int] | None:
     return {str(p): p.stat().st_size for p in paths} if all(p.is_file() for p in paths) else None
 
 
-def summary(found: list[ModelVolume], extraction: dict, lanes: list[list[Checkpoint]] | None = None) -> str:
+def summary(
+    found: list[ModelVolume],
+    extraction: dict,
+    lanes: list[list[Checkpoint]] | None = None,
+    kept: frozenset[tuple[str, str]] = frozenset(),
+) -> str:
     """A few lines for the dry run: total download, shards, and the peak disk of each evict_weights/keep_embeddings
-    setting, the config's (its `extraction` section) marked; `lanes` as `peak` takes them."""
+    setting, the config's (its `extraction` section) marked; `lanes` and `kept` as `peak` takes them."""
     download = sum((v.download for v in found), Bytes())
     shards = sum((v.shards for v in found), Bytes())
     no_width = [v.model for v in found if v.hidden_size is None]
@@ -269,11 +274,11 @@ def summary(found: list[ModelVolume], extraction: dict, lanes: list[list[Checkpo
             else ""
         )
     )
-    if not any(peak(found, evict, keep, lanes).known for evict in (False, True) for keep in (False, True)):
+    if not any(peak(found, evict, keep, lanes, kept).known for evict in (False, True) for keep in (False, True)):
         return "\n".join([*lines, "  peak disk: unknown until the sizes above are"])
     for evict in (False, True):
         settings = [
-            f"{peak(found, evict, keep, lanes)}{' (this config)' if (evict, keep) == current else ''} with "
+            f"{peak(found, evict, keep, lanes, kept)}{' (this config)' if (evict, keep) == current else ''} with "
             f"keep_embeddings: {str(keep).lower()}"
             for keep in (False, True)
         ]
@@ -282,19 +287,24 @@ def summary(found: list[ModelVolume], extraction: dict, lanes: list[list[Checkpo
 
 
 def peak(
-    found: list[ModelVolume], evict_weights: bool, keep_embeddings: bool, lanes: list[list[Checkpoint]] | None = None
+    found: list[ModelVolume],
+    evict_weights: bool,
+    keep_embeddings: bool,
+    lanes: list[list[Checkpoint]] | None = None,
+    kept: frozenset[tuple[str, str]] = frozenset(),
 ) -> Bytes:
     """Weights of every checkpoint, or (evicted once measured) of the DOWNLOADS_AHEAD + 1 largest of each lane
-    of downloads (`lanes`: `Experiment.download_lanes`; one lane of every checkpoint where not given), plus shards of
-    every checkpoint (or of the largest, temp() shards leaving once their metrics are done): one extraction in
-    flight at a time."""
+    of downloads (`lanes`: `Experiment.download_lanes`; one lane of every checkpoint where not given) and of those
+    never evicted (`kept`, (model, checkpoint): `Experiment.kept_weights`), plus shards of every checkpoint (or of the
+    largest, temp() shards leaving once their metrics are done): one extraction in flight at a time."""
     downloads = [size for v in found for size in v.downloads]
     if evict_weights:
         sizes = {(v.model, name): size for v in found for name, size in zip(v.checkpoints, v.downloads)}
-        groups = [[sizes[ckpt.model, ckpt.name] for ckpt in lane] for lane in lanes] if lanes else [downloads]
+        keys = [[(ckpt.model, ckpt.name) for ckpt in lane] for lane in lanes] if lanes else [list(sizes)]
+        groups = [[sizes[key] for key in lane if key not in kept] for lane in keys]
         weights = sum(
             (Bytes(sum(sorted(filter(None, group))[-DOWNLOADS_AHEAD - 1 :]), group.count(None)) for group in groups),
-            Bytes(),
+            sum((as_bytes(sizes[key]) for key in kept if key in sizes), Bytes()),
         )
     else:
         weights = sum(map(as_bytes, downloads), Bytes())

@@ -14,7 +14,7 @@ def dry_run_report(experiment: Experiment, config: dict, cluster: bool) -> str:
     estimate = device_time.estimate(experiment, volumes, config, cluster=cluster)
     return "\n".join(
         [
-            disk.summary(volumes, config["extraction"], experiment.download_lanes()),
+            disk.summary(volumes, config["extraction"], experiment.download_lanes(), experiment.kept_weights()),
             device_time.table(estimate),
             device_time.summary(estimate, config),
         ]

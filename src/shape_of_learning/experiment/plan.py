@@ -132,6 +132,15 @@ class Experiment:
         analyses = [f"measure_isotropy_settings {job.reference}/{model}" for job in self.analyses if job.model == model]
         return finetunings + analyses
 
+    def kept_weights(self) -> frozenset[tuple[str, str]]:
+        """(model, checkpoint) of the Hub checkpoints whose weights `extraction.evict_weights` leaves in the cache for
+        the jobs that read them after the extraction (`read_after_extraction`)."""
+        return frozenset(
+            (model, found[-1].name)
+            for model, found in self.checkpoints.items()
+            if found and found[-1].source == "hub" and self.read_after_extraction(model, found[-1].name)
+        )
+
     def hidden_states(self, model: str) -> range:
         """The hidden states of one forward pass, by index: the embedding output (0) and each of the model's `layers`
         blocks (1..layers)."""
