@@ -10,7 +10,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from shape_of_learning.logs import failure_message, filesystem, job_logging
+from shape_of_learning import logs
+from shape_of_learning.logs import (
+    FAIL_FIRST_ATTEMPT_VARIABLE,
+    STALL_FIRST_ATTEMPT_VARIABLE,
+    failure_message,
+    filesystem,
+    job_logging,
+)
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 ERROR = "minilm/main: the model has 6 blocks\nbut its config entry says layers: 5; set `layers: 6` for model 'minilm'"
@@ -22,7 +29,12 @@ def job(tmp_path):
     """The `snakemake` object a rule script gets, as far as job_logging reads it; logging restored afterwards."""
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
-    yield SimpleNamespace(log=[str(tmp_path / "logs" / "job.log")], rule="extract_hidden_states", threads=1)
+    yield SimpleNamespace(
+        log=[str(tmp_path / "logs" / "job.log")],
+        rule="extract_hidden_states",
+        threads=1,
+        wildcards={"model": "demo", "checkpoint": "step8"},
+    )
     for handler in root.handlers:
         if handler not in handlers:
             handler.close()
@@ -58,13 +70,49 @@ def test_the_failed_script_prints_no_traceback_of_its_own(tmp_path):
     message, log = "cannot pin org/model@main: the Hub is unreachable", tmp_path / "job.log"
     script = (
         "from types import SimpleNamespace\nfrom shape_of_learning.logs import job_logging\n"
-        f"with job_logging(SimpleNamespace(log=[{str(log)!r}], rule='pin_checkpoint', threads=1)):\n"
+        f"with job_logging(SimpleNamespace(log=[{str(log)!r}], rule='pin_checkpoint', threads=1, wildcards={{}})):\n"
         f"    raise RuntimeError({message!r})\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env={"PYTHONPATH": str(SRC)})
     assert done.returncode == 1
     assert done.stderr.splitlines() == [f"Error in rule pin_checkpoint: {message}", f"(log: {log})"]
     assert failure_message(log) == message
+
+
+def test_a_job_a_test_switch_names_fails_on_its_first_attempt_only(job, monkeypatch, capsys):
+    Path(job.log[0]).parent.mkdir()
+    monkeypatch.setenv(FAIL_FIRST_ATTEMPT_VARIABLE, "measure_layers:demo/step8,extract_hidden_states:demo/step8")
+    ran = []
+    with pytest.raises(SystemExit):
+        with job_logging(job):
+            ran.append(1)
+    assert not ran and "extract_hidden_states:demo/step8: failed on its first attempt" in failure_message(job.log[0])
+    with job_logging(job):  # the retry: the mark beside the log is there
+        ran.append(2)
+    assert ran == [2]
+    job.wildcards = {"model": "demo", "checkpoint": "step16"}  # a job the switch does not name
+    with job_logging(job):
+        ran.append(3)
+    assert ran == [2, 3]
+
+
+def test_a_job_a_stall_switch_names_waits_on_its_first_attempt_until_killed(job, monkeypatch):
+    Path(job.log[0]).parent.mkdir()
+    monkeypatch.setenv(STALL_FIRST_ATTEMPT_VARIABLE, "extract_hidden_states:demo/step8")
+
+    class Killed(Exception):
+        pass
+
+    def killed(seconds):
+        raise Killed
+
+    monkeypatch.setattr(logs.time, "sleep", killed)
+    with pytest.raises(SystemExit):
+        with job_logging(job):
+            pass
+    assert "stalled on its first attempt" in Path(job.log[0]).read_text()
+    with job_logging(job):  # the rerun
+        pass
 
 
 def test_a_folder_s_filesystem_is_its_nearest_mount_point_s(tmp_path):

@@ -5,10 +5,17 @@ import logging
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 FAILED = "job failed: "  # begins the last line of a failed job's log; `failure_message` reads what follows
 _TAIL_BYTES = 1 << 16  # of a log read by `failure_message`: its last line, whatever the progress bars above it
+# Test switches, for the cluster test to show that a retry, or a rerun of the same command, completes a run
+# (tests/slurm/run_demo_on_local_slurm.sh): the jobs they name, "rule:wildcard values/in/order" separated by commas
+# ("measure_layers:demo-pythia/step20/2-3"), fail, or wait until they are killed, on their first attempt (the first
+# that finds no mark beside the job's log).
+FAIL_FIRST_ATTEMPT_VARIABLE = "SHAPE_OF_LEARNING_FAIL_FIRST_ATTEMPT"
+STALL_FIRST_ATTEMPT_VARIABLE = "SHAPE_OF_LEARNING_STALL_FIRST_ATTEMPT"
 
 
 @contextlib.contextmanager
@@ -30,6 +37,7 @@ def job_logging(snakemake):
             torch = sys.modules.get("torch")  # only where the job's code uses it: importing it costs ~1.5 s
             if torch is not None:
                 torch.set_num_threads(max(1, snakemake.threads))
+            _first_attempt_switches(snakemake)
             yield
         except Exception as error:
             message = " ".join(str(error).split()) or type(error).__name__
@@ -39,6 +47,22 @@ def job_logging(snakemake):
             raise SystemExit(1) from None
         finally:
             sys.stderr = console
+
+
+def _first_attempt_switches(snakemake) -> None:
+    """Fail, or wait to be killed, where a test switch names this job and its mark is not there yet (the switches'
+    comment above): the mark sits beside the log, on the shared filesystem, where a retry on any node sees it."""
+    job = f"{snakemake.rule}:{'/'.join(value for _, value in snakemake.wildcards.items())}"
+    for variable, action in ((FAIL_FIRST_ATTEMPT_VARIABLE, "failed"), (STALL_FIRST_ATTEMPT_VARIABLE, "stalled")):
+        mark = Path(snakemake.log[0]).with_suffix(f".{action}-once")
+        if job in os.environ.get(variable, "").split(",") and not mark.exists():
+            mark.touch()
+            message = f"{job}: {action} on its first attempt, as {variable} asks (a test switch)"
+            if action == "failed":
+                raise RuntimeError(message)
+            logging.getLogger("shape_of_learning").warning(message)
+            while True:
+                time.sleep(60)
 
 
 def failure_message(log_path) -> str | None:

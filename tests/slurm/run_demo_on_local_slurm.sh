@@ -5,8 +5,9 @@
 # the same DAG through profiles/slurm exactly as a user does. It prints both wall times, their ratio, the SLURM
 # submissions and where those jobs spent their time (tests/slurm/slurm_times.py); it checks every output, that two GPU
 # jobs ran at once (profiles/default's workstation limit must not cap a cluster), and that every checkpoint's shards
-# were written to the node's scratch and none was left behind, and that one extraction made to fail on its first
-# attempt (a test switch) completed by the profile's retry; it stops the daemons it started.
+# were written to the node's scratch and none was left behind, that an extraction and a metrics job made to fail on
+# their first attempt (test switches) completed by the profile's retries, and that a rerun of the same command
+# completes after a group job was killed with the main process after its extraction; it stops the daemons it started.
 # Run as root from the repository root: `make slurm-test`, or `make slurm-test PRESET=presets/demo.yaml`.
 set -euo pipefail
 repo=$(pwd)
@@ -49,10 +50,17 @@ scratch=$(bash tests/slurm/local_cluster.sh scratch)
     echo "$(date +%s) $(scontrol -o show job 2>/dev/null | grep JobState=RUNNING | grep -c TresPerJob=gres:gpu)"
   done ) > "$workdir/gpu_jobs_running.txt" &
 background+=($!)
-# One extraction fails on its first attempt (a test switch): the profile's retries must complete the run.
-failing=demo-pythia/step8  # a checkpoint of the demo and of its CI overlay
-run "$workdir" env SHAPE_OF_LEARNING_FAIL_FIRST_ATTEMPT=$failing .venv/bin/snakemake --profile profiles/slurm \
-    --profile tests/slurm/profile --configfile "${presets[@]}" --config scratch="$scratch" scratch_request=True --directory "$workdir"
+# One extraction, and the last metrics job of another checkpoint, in the same group job after its extraction, fail on
+# their first attempt (test switches, shape_of_learning.logs): the profile's retries must complete the run. Checkpoints
+# of the demo and of its CI overlay; the metrics job's layer group, as the preset groups layers.
+last_group=$(.venv/bin/python -c 'import sys
+from shape_of_learning.experiment.config import load_config
+from shape_of_learning.experiment.plan import plan
+print(plan(load_config(*sys.argv[1:])).layer_groups("demo-pythia")[-1])' "${presets[@]}")
+failing=(extract_hidden_states:demo-pythia/step8 "measure_layers:demo-pythia/step20/$last_group")
+slurm_run=(.venv/bin/snakemake --profile profiles/slurm --profile tests/slurm/profile --configfile "${presets[@]}"
+           --config scratch="$scratch" scratch_request=True --directory "$workdir")
+run "$workdir" env SHAPE_OF_LEARNING_FAIL_FIRST_ATTEMPT="$(IFS=,; echo "${failing[*]}")" "${slurm_run[@]}"
 echo "$label through SLURM: $seconds s, load average $load ($workdir)"
 .venv/bin/python -m shape_of_learning verify "${presets[@]}" --directory "$workdir"
 
@@ -67,10 +75,34 @@ awk -v s="$seconds" -v l="$local_s" -v n="$submissions" -v h="$submit_host" 'BEG
     "$(scontrol show config | awk '/^SlurmdLogFile/ {print $3}')" "$workdir/snakemake.out"
 
 # SLURM's log of the failed attempt is kept (.snakemake/slurm_logs/), the successful retry's deleted
-grep -rq "failed on its first attempt, as SHAPE_OF_LEARNING_FAIL_FIRST_ATTEMPT asks" "$workdir/.snakemake/slurm_logs" \
-    && grep -q "Trying to restart job" "$workdir/snakemake.out" \
-    || { echo "FAIL: $failing's extraction did not fail once and complete by its retry" >&2; exit 1; }
-echo "$failing's extraction failed on its first attempt and the run completed by its retry"
+for job in "${failing[@]}"; do
+    grep -rq "$job: failed on its first attempt, as SHAPE_OF_LEARNING_FAIL_FIRST_ATTEMPT asks" \
+        "$workdir/.snakemake/slurm_logs" \
+        || { echo "FAIL: $job did not fail on its first attempt" >&2; exit 1; }
+done
+[ "$(grep -c "Trying to restart job" "$workdir/snakemake.out")" -ge ${#failing[@]} ] \
+    || { echo "FAIL: the failed jobs were not retried: $workdir/snakemake.out" >&2; exit 1; }
+echo "${failing[*]}: each failed on its first attempt and the run completed by the retries"
+
+# A group job killed after its extraction, with the main process (a user's session lost, a node gone): the same
+# command, run again, completes. One checkpoint's results removed, its last metrics job waits on its first attempt
+# (a test switch) until the main process is stopped as a user stops it, then the same command again.
+stalled="measure_layers:demo-pythia/step40/$last_group"
+rm "$workdir/results/manifests/demo-pythia/step40.json" "$workdir"/results/metrics/demo-pythia/step40/*.parquet
+( cd "$repo" && SHAPE_OF_LEARNING_STALL_FIRST_ATTEMPT=$stalled "${slurm_run[@]}" > "$workdir/killed.out" 2>&1 ) &
+main=$!
+for _ in $(seq 600); do
+    grep -qs "$stalled: stalled on its first attempt" "$workdir"/logs/measure_layers/demo-pythia/step40/*.log && break
+    sleep 1
+done
+grep -qs "$stalled: stalled" "$workdir"/logs/measure_layers/demo-pythia/step40/*.log \
+    || { tail -n 30 "$workdir/killed.out" >&2; echo "FAIL: $stalled never started" >&2; exit 1; }
+kill -TERM "$main"; wait "$main" || true
+scancel --user "$(id -un)"  # what the main process left running, as a user's scancel would
+for _ in $(seq 60); do [ -z "$(squeue --noheader --user "$(id -un)")" ] && break; sleep 1; done
+run "$workdir" env SHAPE_OF_LEARNING_STALL_FIRST_ATTEMPT=$stalled "${slurm_run[@]}"
+.venv/bin/python -m shape_of_learning verify "${presets[@]}" --directory "$workdir"
+echo "$stalled's group job killed after its extraction; the same command, run again, completed in $seconds s"
 
 # At some second, two jobs holding a GPU each were running: the cluster was not capped at one GPU job.
 most=$(sort -k2,2n "$workdir/gpu_jobs_running.txt" | tail -1 | cut -d' ' -f2)

@@ -1,12 +1,10 @@
 import json
 import logging
-import os
 from pathlib import Path
 
 from shape_of_learning import network
 from shape_of_learning.corpus import read_windows
 from shape_of_learning.corpus.media import read_media
-from shape_of_learning.extraction import FAIL_FIRST_ATTEMPT_VARIABLE
 from shape_of_learning.extraction.hidden_states import extract
 from shape_of_learning.logs import filesystem, job_logging
 from shape_of_learning.models.download import check_receipt
@@ -14,12 +12,6 @@ from shape_of_learning.models.pinning import read_lock
 
 with job_logging(snakemake):
     network.go_offline()  # the download job put every file it reads into the HF cache (models.download)
-    job = f"{snakemake.wildcards.model}/{snakemake.wildcards.checkpoint}"
-    # a mark beside the log, on the shared filesystem, where the retry on any node sees it
-    failed_once = Path(snakemake.log[0]).with_suffix(".failed-once")
-    if os.environ.get(FAIL_FIRST_ATTEMPT_VARIABLE) == job and not failed_once.exists():
-        failed_once.touch()
-        raise RuntimeError(f"{job}: failed on its first attempt, as {FAIL_FIRST_ATTEMPT_VARIABLE} asks (a test switch)")
     if receipt := snakemake.input.get("weights"):
         check_receipt(receipt)  # what the download fetched is still in the cache: else a rerun downloads it again
     entry = snakemake.config["models"][snakemake.wildcards.model]
