@@ -13,7 +13,7 @@ from snakemake.logging import LogEvent
 
 from shape_of_learning.experiment import results_root
 from shape_of_learning.experiment.config import (ConfigError, extraction_settings, read_config_file, result_settings,
-                                                 shards_scratch, validate_config)
+                                                 shards_scratch, share_string_resources, validate_config)
 
 CONFIG_FILES = workflow.config_settings.configfiles or [Path(workflow.basedir) / DEFAULT_CONFIG]
 for config_file in CONFIG_FILES:
@@ -175,6 +175,12 @@ def job_runtime_min(model, job):
     """A checkpoint's extraction or metrics job's time limit on a cluster, before retries (cost.device_time)."""
     return device_time.runtime_min(model, EXPERIMENT, config, job)
 
+
+# A checkpoint's extraction and metrics run as one SLURM job (profiles/slurm's `groups`): a string resource a profile
+# sets for one of them (a partition, a constraint, slurm_extra) is asked for by both, as Snakemake requires of a group.
+# Before the rules are defined: each takes its set-resources then, and jobs get them from there too.
+CHECKPOINT_GROUP = ("extract_hidden_states", "measure_layers")
+share_string_resources(workflow.resource_settings._parsed_overwrite_resources, CHECKPOINT_GROUP)
 
 # A checkpoint's shards: extraction writes them, its metrics jobs read them.
 SCRATCH = shards_scratch(config)

@@ -297,3 +297,33 @@ def _explain(error, where: str) -> str:
 
 def _key(where: str, error) -> str:
     return ".".join([where, *map(str, error.absolute_path)])
+
+
+# Resources Snakemake adds up, or takes the largest of, across the jobs of a group job; any other is a string that every
+# job of the group must ask for alike (snakemake/resources.py, GroupResources: "Resource ... is a string but not all
+# jobs in group require the same value").
+NUMERIC_RESOURCES = frozenset({"runtime", "mem", "mem_mb", "mem_mib", "disk", "disk_mb", "disk_mib", "gpu", "_cores"})
+
+
+def share_string_resources(overwrite: dict, rules: tuple[str, ...]) -> None:
+    """Give every rule of `rules`, the jobs of one SLURM job (a group), each string resource that `overwrite` (a
+    profile's set-resources as Snakemake parsed it: {rule: {name: Resource}}) sets for any of them, in place: set for
+    one, a partition, a constraint or a slurm_extra is asked for by the group job. One resource set to two values is a
+    ConfigError naming both and the fix."""
+    shared = {}
+    for rule in rules:
+        for name, resource in (overwrite.get(rule) or {}).items():
+            if name in NUMERIC_RESOURCES or not resource.is_evaluable():
+                continue
+            first, value = shared.setdefault(name, (rule, resource))
+            if value.raw != resource.raw:
+                raise ConfigError(
+                    f"set-resources gives {name} {value.raw} to {first} and {resource.raw} to {rule}: the two run as "
+                    f"one SLURM job (a checkpoint's group job, profiles/slurm's `groups`) and must ask for the same; "
+                    f"set it for one of them, or give both one value"
+                )
+    if shared:
+        from snakemake.resources import Resources
+
+        for rule in rules:
+            overwrite.setdefault(rule, Resources()).update(Resources({name: r for name, (_, r) in shared.items()}))
