@@ -8,10 +8,12 @@ deletes the first and last position: [CLS] and [SEP], for RoBERTa <s> and </s>; 
 first-token vector of each text. At the table layer (the last by default) every setting of `settings` is applied to
 all tokens of all texts together, and measured by
 - performance: Spearman x 100 between the gold scores and the cosine of the two texts' mean transformed tokens;
-- isotropy: I(W) of the transformed tokens (`metrics.isotropy`): `isotropy`, free of the eigensolver's signs, which
-  every table, figure and claim reads; beside it what the authors' notebook computes on the same vectors
-  (`isotropy_notebook`) and the range of the one-sign value over `SIGN_DRAWS` random sign choices
-  (`isotropy_u_only_min`, `isotropy_u_only_max`).
+- isotropy: I(W) of the transformed tokens (`metrics.isotropy`) in two conventions, both in every table, figure and
+  claim: `isotropy`, free of the eigensolver's signs, and `isotropy_notebook`, what the authors' notebook computes on
+  the same vectors (float64 after every transform, as the notebook's `cluster_based` returns them); beside them the
+  range of the one-sign value over `SIGN_DRAWS` random sign choices (`isotropy_u_only_min`, `isotropy_u_only_max`);
+- what the setting removed (`settings.Removal`): `directions_removed` (summed over clusters),
+  `directions_with_variance` of them, and `clusters_collapsed` (clusters, or X for Global, left at the origin).
 The clustered settings are measured once per seed (`rajaee_pilehvar.seeds`), each with its own k-means.
 """
 
@@ -195,24 +197,28 @@ def _settings_rows(
     model: str,
 ) -> list[dict]:
     """One row per seed and variant of `chosen`: the STS performance and isotropy of `X` transformed by it."""
-    basis, measured, rows = transforms.principal_directions(X), {}, []
+    components, measured, rows = transforms.Components.of(X), {}, []
     for seed in seeds:
         labels = transforms.cluster_labels(X, clusters, seed, kmeans)
-        bases = transforms.cluster_directions(X, labels)
+        per_cluster = transforms.cluster_components(X, labels)
         for variant in chosen:
             key = (variant["setting"], variant["which"], variant["removed"])
             if variant["setting"] in CLUSTERED or key not in measured:  # the others are the same for every seed
-                Y = transforms.transform(
+                Y, removal = transforms.transform(
                     X,
                     variant["setting"],
                     labels=labels,
                     directions=variant["removed"],
                     which=variant["which"],
-                    basis=basis,
-                    bases=bases,
+                    components=components,
+                    clusters=per_cluster,
                 )
                 measured[key] = dict(
-                    performance=pair_performance(Y, occurrence_of_token, pairs["score"]), **isotropy(Y, device)
+                    performance=pair_performance(Y, occurrence_of_token, pairs["score"]),
+                    **isotropy(Y, device),
+                    directions_removed=removal.directions,
+                    directions_with_variance=removal.with_variance,
+                    clusters_collapsed=removal.collapsed,
                 )
             rows.append(dict(seed=seed, **variant, **measured[key]))
             logger.info("%s: %s", model, rows[-1])
@@ -228,7 +234,8 @@ def _pca_view(X: np.ndarray, token_ids: np.ndarray, seed: int, figure_tokens: in
 
 
 def per_layer(layers: list[np.ndarray], index: pd.DataFrame, texts: list[str], device: str = "auto") -> pd.DataFrame:
-    """I(W) (sign-free) of every layer's two views, "all" (the texts' own tokens, as `hidden_tokens` marks them) and
+    """I(W) of every layer's two views in both conventions (`isotropy`, sign-free; `isotropy_notebook`, the
+    notebook's on the float32 vectors it would encode), "all" (the texts' own tokens, as `hidden_tokens` marks them) and
     "cls" (each text's first token), with how many vectors each holds (`count`) and how many distinct ones
     (`distinct`). A view is `degenerate` where it holds fewer distinct vectors than dimensions D: W^T W is then
     singular, each of its null-space eigenvectors u gives Z(u) = n, and I(W) tells the sample's rank rather than
@@ -253,6 +260,7 @@ def per_layer(layers: list[np.ndarray], index: pd.DataFrame, texts: list[str], d
                     distinct=distinct,
                     degenerate=distinct < X.shape[1],
                     isotropy=isotropy_iw(X[view], device),
+                    isotropy_notebook=isotropy_iw_notebook(X[view]),
                 )
             )
     return pd.DataFrame(rows)

@@ -36,14 +36,23 @@ def labelled(files, analyses) -> pd.DataFrame:
     )
 
 
-def isotropy_by_layer(layers: pd.DataFrame, out_png: Path, out_pdf: Path, *, dataset: str):
-    """Figure 1: -log I(W) (natural log; higher = less isotropic; I(W) free of the eigensolver's signs, the column
-    `isotropy`) per layer, one panel per model pair, lines for the pre-trained space (all tokens), the fine-tuned
-    space (all tokens) and the fine-tuned [CLS] vectors. A fine-tuned line is the mean over the seeds' runs, with a
-    band of +- one std. A layer whose view is degenerate in any run (fewer distinct vectors than dimensions, see
-    `analysis.per_layer`: layer 0's [CLS] is one vector) is left out of its line, and the legend says which.
+CONVENTIONS = {  # Figure 1's two I(W) per line: column -> line style and what it says in the legend
+    "isotropy": ("-", "sign-free"),
+    "isotropy_notebook": ("--", "the notebook's"),
+}
 
-    `layers` has columns pair, state, tokens ("all" | "cls"), layer, degenerate and isotropy, one row per run.
+
+def isotropy_by_layer(layers: pd.DataFrame, out_png: Path, out_pdf: Path, *, dataset: str):
+    """Figure 1: -log I(W) (natural log; higher = less isotropic) per layer, one panel per model pair, lines for the
+    pre-trained space (all tokens), the fine-tuned space (all tokens) and the fine-tuned [CLS] vectors, each in both
+    conventions of I(W) (`CONVENTIONS`): solid the sign-free `isotropy`, dashed the notebook's `isotropy_notebook`,
+    since whether fine-tuning raises I(W) can differ between them. A fine-tuned line is the mean over the seeds'
+    runs, with a band of +- one std. A layer whose view is degenerate in any run (fewer distinct vectors than
+    dimensions, see `analysis.per_layer`: layer 0's [CLS] is one vector) is left out of its line, and the legend
+    says which.
+
+    `layers` has columns pair, state, tokens ("all" | "cls"), layer, degenerate, isotropy and isotropy_notebook, one
+    row per run.
     """
     pairs = list(dict.fromkeys(layers["pair"]))
     figure, axes = new_figure(len(pairs), 4.5, sharey=False)
@@ -53,23 +62,32 @@ def isotropy_by_layer(layers: pd.DataFrame, out_png: Path, out_pdf: Path, *, dat
             line = layers[(layers["pair"] == pair) & (layers["state"] == state) & (layers["tokens"] == tokens)]
             degenerate = sorted(set(line.loc[line["degenerate"], "layer"]))
             line = line[~line["layer"].isin(degenerate)]
-            runs = (-np.log(line["isotropy"])).groupby(line["layer"]).agg(["mean", "std"])
             if degenerate:
                 label += f" (degenerate, left out: layer {', '.join(map(str, degenerate))})"
-            ax.plot(runs.index, runs["mean"], marker="o", markersize=3, color=colours[state, tokens], label=label)
-            ax.fill_between(
-                runs.index,
-                runs["mean"] - runs["std"],
-                runs["mean"] + runs["std"],
-                color=colours[state, tokens],
-                alpha=0.2,
-                linewidth=0,
-            )  # nothing where std is NaN
+            for column, (style, convention) in CONVENTIONS.items():
+                runs = (-np.log(line[column])).groupby(line["layer"]).agg(["mean", "std"])
+                ax.plot(
+                    runs.index,
+                    runs["mean"],
+                    style,
+                    marker="o",
+                    markersize=3,
+                    color=colours[state, tokens],
+                    label=f"{label}, {convention}",
+                )
+                ax.fill_between(
+                    runs.index,
+                    runs["mean"] - runs["std"],
+                    runs["mean"] + runs["std"],
+                    color=colours[state, tokens],
+                    alpha=0.15,
+                    linewidth=0,
+                )  # nothing where std is NaN
         ax.set_title(pair)
         ax.set_xlabel("Layer (0 = embeddings)")
         ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
-        ax.legend(fontsize="small")
-    axes[0].set_ylabel("-log I(W)")
+        ax.legend(fontsize="x-small")
+    axes[0].set_ylabel("-log I(W): solid sign-free, dashed the notebook's")
     figure.suptitle(f"{CITATION}, Figure 1: isotropy per layer, pre-trained vs fine-tuned, on {dataset}")
     return save(figure, out_png, out_pdf)
 
