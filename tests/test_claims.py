@@ -519,23 +519,36 @@ def test_transformers_exceed_cnns(tmp_path):
 # --- Rajaee & Pilehvar's claims ----------------------------------------------------------------------------------
 
 
-def per_layer(layers: int, tokens, cls=lambda layer: 1e-7, seed: int = 0, tuned: bool = True) -> pd.DataFrame:
+def per_layer(
+    layers: int, tokens, cls=lambda layer: 1e-7, seed: int = 0, tuned: bool = True, notebook=None
+) -> pd.DataFrame:
     """A model's I(W) per layer (the analysis's `layers` file): `tokens(layer)` for all tokens and `cls(layer)` for
-    the [CLS] vectors, each fine-tuned run off by its seed's 1%."""
+    the [CLS] vectors, each fine-tuned run off by its seed's 1%; the notebook's I(W) the same, but for all tokens
+    `notebook(layer)` where given."""
     noise = 1 + 0.01 * (seed + 1) * tuned
     rows = []
     for layer in range(layers + 1):
         rows += [
-            dict(layer=layer, tokens=name, isotropy=value * noise, degenerate=False)
-            for name, value in (("all", tokens(layer)), ("cls", cls(layer)))
+            dict(layer=layer, tokens=name, isotropy=value * noise, isotropy_notebook=other * noise, degenerate=False)
+            for name, value, other in (
+                ("all", tokens(layer), (notebook or tokens)(layer)),
+                ("cls", cls(layer), cls(layer)),
+            )
         ]
     return pd.DataFrame(rows).assign(count=100, distinct=100, dtype="float32")
 
 
-def pair_files(pretrained: str, finetuned: str, before, after, cls=lambda layer: 1e-7, layers: int = 4) -> dict:
+def pair_files(
+    pretrained: str, finetuned: str, before, after, cls=lambda layer: 1e-7, layers: int = 4, notebook_after=None
+) -> dict:
+    """The per-layer files of a pair: I(W) `before` and `after` fine-tuning, the notebook's after it
+    `notebook_after` where given."""
     return {
         f"layers:{pretrained}": per_layer(layers, before, cls, tuned=False),
-        **{f"layers:{finetuned}-seed{seed}": per_layer(layers, after, cls, seed) for seed in (0, 1)},
+        **{
+            f"layers:{finetuned}-seed{seed}": per_layer(layers, after, cls, seed, notebook=notebook_after)
+            for seed in (0, 1)
+        },
     }
 
 
@@ -558,6 +571,20 @@ def test_finetuning_improves_upper_layers(tmp_path):
         tmp_path / "one",
         files=pair_files("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-simlex", lambda _: 1e-4, upper, layers=0),
     ) == ["not measurable"]
+
+
+def test_a_claim_on_iw_that_the_two_conventions_judge_apart_depends_on_the_convention(tmp_path):
+    """Sign-free, fine-tuning raises I(W) tenfold in the upper layers; the notebook's I(W) falls in every layer: the
+    row says so, with both conventions' values and the reason of the one that does not hold."""
+    files = pair_files(
+        "all-MiniLM-L6-v2", "all-MiniLM-L6-v2-simlex", lambda _: 1e-4, upper, notebook_after=lambda _: 1e-5
+    )
+    row = judge(tmp_path, demo(), "finetuning_improves_upper_layers", files).iloc[0]
+    assert row["holds"] == "depends on the I(W) convention"
+    assert "sign-free I(W): improves overall: ln I(W) gain: 0.993 against 0" in row["measured"]
+    assert "the notebook's I(W): improves overall: ln I(W) gain: -2.29 against 0" in row["measured"]
+    assert row["reason"].startswith("the notebook's I(W): 1 of 4 hold")  # the sign-free verdict holds: no reason
+    assert "1 depend on a choice" in card_module.tally(pd.DataFrame([row]))
 
 
 def test_cls_more_anisotropic(tmp_path):

@@ -93,9 +93,11 @@ class PaperValues:
         return table.assign(
             performance=table["paper_performance"],
             isotropy=table["paper_isotropy"],
+            isotropy_notebook=table["paper_isotropy"],  # the paper prints one I(W): both conventions read it
             removed=table["paper_removed"],
             performance_std=0.0,
             isotropy_std=0.0,
+            isotropy_notebook_std=0.0,
             learned=True,
         )  # the paper's fine-tuned models learned their task (Table 1's Baseline)
 

@@ -29,19 +29,25 @@ class NotMeasurable(Exception):
 
 @dataclass(frozen=True)
 class Verdict:
-    """holds: True, False, or None where the claim is not measurable; measured: the values it was judged on;
-    reason: why it does not hold, or why it is not measurable (empty where it holds)."""
+    """holds: True, False, or None where the claim is not measurable or turns on a choice (`depends_on`); measured:
+    the values it was judged on; reason: why it does not hold, or why it is not measurable (empty where it holds)."""
 
     holds: bool | None
     measured: str = ""
     reason: str = ""
+    depends_on: str = ""  # a choice it holds under and not under another ("the I(W) convention"); holds is None
 
     def __post_init__(self):  # a numpy bool is no `True`: `every` tells the three by identity
         object.__setattr__(self, "holds", None if self.holds is None else bool(self.holds))
 
     def noting(self, note: str) -> "Verdict":
         """This verdict with `note` (which checkpoints it read, and why) added to what was measured."""
-        return Verdict(self.holds, "; ".join(filter(None, [self.measured, note])), self.reason)
+        return Verdict(self.holds, "; ".join(filter(None, [self.measured, note])), self.reason, self.depends_on)
+
+    @property
+    def word(self) -> str:
+        """The scorecard's word for it: yes, no, not measurable (`HOLDS`), or "depends on" the choice it turns on."""
+        return f"depends on {self.depends_on}" if self.depends_on else HOLDS[self.holds]
 
 
 def num(value: float) -> str:
@@ -160,6 +166,20 @@ def every(verdicts: dict[str, Verdict]) -> Verdict:
     reasons = [f"{name}: {v.reason}" for name, v in verdicts.items() if v.reason and v.holds is not True]
     counts = f"{sum(v.holds is True for v in verdicts.values())} of {len(verdicts)} hold"
     return Verdict(holds, measured, "; ".join([counts, *reasons]) if holds is not True else "")
+
+
+def under_each(verdicts: dict[str, Verdict], choice: str) -> Verdict:
+    """One verdict of a claim judged under each option of a `choice` (the I(W) convention: sign-free, the
+    notebook's), by option: their common verdict where all agree, else one that depends on `choice`; either way
+    with every option's values and reasons, each named."""
+    if len(set(verdicts.values())) == 1:
+        return next(iter(verdicts.values()))
+    words = {verdict.word for verdict in verdicts.values()}
+    measured = "; ".join(f"{name}: {v.measured}" for name, v in verdicts.items() if v.measured)
+    reason = "; ".join(f"{name}: {v.reason}" for name, v in verdicts.items() if v.reason)
+    if len(words) == 1:
+        return Verdict(next(iter(verdicts.values())).holds, measured, reason)
+    return Verdict(None, measured, reason, depends_on=choice)
 
 
 def judged(check: Callable[..., Verdict], *arguments) -> Verdict:

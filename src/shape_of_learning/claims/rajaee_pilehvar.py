@@ -17,6 +17,10 @@ from shape_of_learning.claims.rajaee_pilehvar_checks import (
 )
 
 PAPER, SECTION = RAJAEE_PILEHVAR, RAJAEE_PILEHVAR_SECTION
+IN_BOTH_CONVENTIONS = (
+    " Judged in both I(W) conventions, sign-free and the notebook's: a verdict that differs between them is "
+    "'depends on the I(W) convention'."
+)
 
 
 # --- groups: one per pair and evaluated split ---------------------------------------------------------------------
@@ -97,7 +101,7 @@ CLAIMS = [
         "Per seed, ln I(W) of all tokens fine-tuned less pre-trained, averaged over all layers, over the upper "
         f"layers (above half the depth) and the upper less the lower: each above 0 {SEED_MARGIN}; and the "
         f"fine-tuned I(W) (mean over seeds) under {{highly_anisotropic_iw}} {SEED_MARGIN} in every layer. Layers "
-        "with a degenerate view are left out.",
+        "with a degenerate view are left out." + IN_BOTH_CONVENTIONS,
         ("margin_std", "spread_floor", "highly_anisotropic_iw"),
         _pairs(tables=False),
         check_finetuning_improves_upper_layers,
@@ -112,7 +116,7 @@ CLAIMS = [
         "fine-tuned space.",
         "Per layer of the fine-tuned runs, -ln I(W) of the [CLS] vectors less that of all tokens, mean over seeds, "
         f"exceeds ln({{much_more_anisotropic}}) {SEED_MARGIN}, in more than {{most_layers}} of the layers whose "
-        "views are not degenerate.",
+        "views are not degenerate." + IN_BOTH_CONVENTIONS,
         ("margin_std", "spread_floor", "much_more_anisotropic", "most_layers"),
         _pairs(tables=False),
         check_cls_more_anisotropic,
@@ -124,7 +128,7 @@ CLAIMS = [
         "These patterns hold for both BERT and RoBERTa, while the latter tends to be more anisotropic. (4)",
         "RoBERTa tends to be more anisotropic than BERT.",
         "Pre-trained, and fine-tuned (mean over seeds): -ln I(W) of all tokens of the RoBERTa pair above the BERT "
-        f"pair's {SEED_MARGIN} in more than {{most_layers}} of the layers, each.",
+        f"pair's {SEED_MARGIN} in more than {{most_layers}} of the layers, each." + IN_BOTH_CONVENTIONS,
         ("margin_std", "spread_floor", "most_layers"),
         _bert_and_roberta,
         check_roberta_more_anisotropic,
@@ -141,7 +145,7 @@ CLAIMS = [
         "cluster-based settings raise it.",
         "Fine-tuned: Clustering+ZM, Global and Cluster-based each raise I(W) above the Baseline's and lower Perf. "
         f"below it, each {SEED_MARGIN}; pre-trained: Clustering+ZM and Cluster-based raise Perf. above the Baseline's "
-        f"{SEED_MARGIN}.",
+        f"{SEED_MARGIN}." + IN_BOTH_CONVENTIONS,
         ("margin_std", "spread_floor"),
         _pairs(tables=True),
         check_enhancement_hurts_finetuned,
@@ -154,7 +158,8 @@ CLAIMS = [
         "The results of Global and Cluster-based approaches in Table 1 reveal that with equal numbers of removed "
         "directions, the fine-tuned embedding space is less isotropic compared to the pre-trained one. (4)",
         "With the same number of directions removed, the fine-tuned space is less isotropic than the pre-trained one.",
-        f"Global and Cluster-based: the pre-trained I(W) above the fine-tuned one {SEED_MARGIN}, each.",
+        f"Global and Cluster-based: the pre-trained I(W) above the fine-tuned one {SEED_MARGIN}, each."
+        + IN_BOTH_CONVENTIONS,
         ("margin_std", "spread_floor"),
         _pairs(tables=True),
         check_finetuned_less_isotropic,

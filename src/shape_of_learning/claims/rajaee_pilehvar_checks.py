@@ -1,7 +1,9 @@
 """The checks of Rajaee & Pilehvar's claims (`rajaee_pilehvar`): on the per-layer I(W) of each pair (Figure 1) and
-on its block of Tables 1-2, each judged with the predicates (`predicates`) and the config's thresholds. I(W) is the
-sign-free `isotropy` (each eigenvector u and -u)."""
+on its block of Tables 1-2, each judged with the predicates (`predicates`) and the config's thresholds. A check that
+reads I(W) is judged in both of its conventions (`CONVENTIONS`, `in_both_conventions`): whether fine-tuning raises
+I(W) can differ between them, and a verdict that does says so ("depends on the I(W) convention")."""
 
+import functools
 import math
 
 import numpy as np
@@ -9,9 +11,36 @@ import pandas as pd
 
 from shape_of_learning.claims.claim import Group
 from shape_of_learning.claims.inputs import ONE_SEED, SETTING_NAMES, without_degenerate
-from shape_of_learning.claims.predicates import Margin, NotMeasurable, Verdict, above, every, majority, num, std_units
+from shape_of_learning.claims.predicates import (
+    Margin,
+    NotMeasurable,
+    Verdict,
+    above,
+    every,
+    judged,
+    majority,
+    num,
+    std_units,
+    under_each,
+)
 
-ISOTROPY = "isotropy"  # I(W) over each eigenvector u and -u: no eigensolver's sign choice changes it
+CONVENTIONS = {  # the columns of the two I(W): each eigenvector as u and -u (no eigensolver's sign changes it), and
+    "sign-free I(W)": "isotropy",  # each once with the sign np.linalg.eig returns, as the authors' notebook
+    "the notebook's I(W)": "isotropy_notebook",
+}
+CONVENTION = "the I(W) convention"
+
+
+def in_both_conventions(check):
+    """`check(group, reader, settings, column)` judged on the I(W) of each of `CONVENTIONS`: their common verdict, or
+    one that depends on the I(W) convention, with both values (`predicates.under_each`)."""
+
+    @functools.wraps(check)
+    def in_both(group: Group, reader, settings: dict) -> Verdict:
+        verdicts = {name: judged(check, group, reader, settings, column) for name, column in CONVENTIONS.items()}
+        return under_each(verdicts, CONVENTION)
+
+    return in_both
 
 
 # --- per-layer views (Figure 1) -----------------------------------------------------------------------------------
@@ -23,14 +52,14 @@ def _view(layers: pd.DataFrame, tokens: str) -> pd.DataFrame:
 
 
 def _per_layer(
-    reader, group: Group, pretrained: str, runs: list[str], tokens: str = "all"
+    reader, group: Group, pretrained: str, runs: list[str], column: str, tokens: str = "all"
 ) -> tuple[pd.Series, list[pd.Series]]:
-    """-ln I(W) per layer of the pre-trained model and of each seed's fine-tuned run, on the layers where no view is
-    degenerate (Figure 1's axis)."""
+    """-ln I(W) (`column`: a convention's) per layer of the pre-trained model and of each seed's fine-tuned run, on
+    the layers where no view is degenerate (Figure 1's axis)."""
     if len(runs) < 2:
         raise NotMeasurable(ONE_SEED)
-    before = _view(reader.frame(group, f"layers:{pretrained}"), "all")[ISOTROPY]
-    after = [_view(reader.frame(group, f"layers:{run}"), tokens)[ISOTROPY] for run in runs]
+    before = _view(reader.frame(group, f"layers:{pretrained}"), "all")[column]
+    after = [_view(reader.frame(group, f"layers:{run}"), tokens)[column] for run in runs]
     layers = before.index.intersection(pd.Index(sorted(set.intersection(*(set(a.index) for a in after)))))
     if layers.empty:
         raise NotMeasurable("no layer whose views are not degenerate")
@@ -45,8 +74,9 @@ def _over_seeds(values: list) -> tuple:
     return float(np.mean(values)), float(np.std(values, ddof=1))
 
 
-def check_finetuning_improves_upper_layers(group: Group, reader, settings: dict) -> Verdict:
-    before, after = _per_layer(reader, group, group.arguments["pretrained"], group.arguments["runs"])
+@in_both_conventions
+def check_finetuning_improves_upper_layers(group: Group, reader, settings: dict, column: str) -> Verdict:
+    before, after = _per_layer(reader, group, group.arguments["pretrained"], group.arguments["runs"], column)
     gains = [before - found for found in after]  # ln I(W) fine-tuned less pre-trained
     upper = before.index[before.index > before.index.max() / 2]
     lower = before.index.difference(upper)
@@ -76,8 +106,9 @@ def _under_everywhere(per_seed: list[pd.Series], level: float, margin: Margin) -
     )
 
 
-def check_cls_more_anisotropic(group: Group, reader, settings: dict) -> Verdict:
-    arguments = group.arguments["pretrained"], group.arguments["runs"]
+@in_both_conventions
+def check_cls_more_anisotropic(group: Group, reader, settings: dict, column: str) -> Verdict:
+    arguments = group.arguments["pretrained"], group.arguments["runs"], column
     every_token, cls = (_per_layer(reader, group, *arguments, tokens)[1] for tokens in ("all", "cls"))
     layers = every_token[0].index.intersection(cls[0].index)
     gap, gap_std = _over_seeds([c[layers] - t[layers] for c, t in zip(cls, every_token)])  # [CLS] less all tokens
@@ -94,8 +125,11 @@ def check_cls_more_anisotropic(group: Group, reader, settings: dict) -> Verdict:
     )
 
 
-def check_roberta_more_anisotropic(group: Group, reader, settings: dict) -> Verdict:
-    views = {paper: _per_layer(reader, group, *group.arguments["sides"][paper]) for paper in ("BERT", "RoBERTa")}
+@in_both_conventions
+def check_roberta_more_anisotropic(group: Group, reader, settings: dict, column: str) -> Verdict:
+    views = {
+        paper: _per_layer(reader, group, *group.arguments["sides"][paper], column) for paper in ("BERT", "RoBERTa")
+    }
     bert, roberta = views["BERT"], views["RoBERTa"]
     if bert[0].index.max() != roberta[0].index.max():
         raise NotMeasurable("the two pre-trained models differ in depth: their layers cannot be set side by side")
@@ -119,9 +153,11 @@ def check_roberta_more_anisotropic(group: Group, reader, settings: dict) -> Verd
 # --- Tables 1-2 -----------------------------------------------------------------------------------------------------
 
 
-def _cells(reader, group: Group, table: str, state: str, learned: bool = True) -> dict[tuple, dict]:
+def _cells(
+    reader, group: Group, table: str, state: str, learned: bool = True, column: str = "isotropy"
+) -> dict[tuple, dict]:
     """(setting, which, removed) -> {"performance": (mean, std), "isotropy": (mean, std)}: one state of the pair's
-    block of Table 1 or 2. A fine-tuned model that did not learn its task (the tables' `learned`) is no fine-tuned
+    block of Table 1 or 2, I(W) in the convention of `column`. A fine-tuned model that did not learn its task (the tables' `learned`) is no fine-tuned
     model to judge a claim on, unless `learned` is False: the claim that fine-tuning raises performance."""
     found = reader.frame(group, table)
     found = found[
@@ -137,12 +173,12 @@ def _cells(reader, group: Group, table: str, state: str, learned: bool = True) -
             " is False): its model is no fine-tuned model to judge; fine-tune it until it learns "
             "(docs/rajaee-pilehvar.md)"
         )
-    if found[["performance_std", f"{ISOTROPY}_std"]].isna().any().any():
+    if found[["performance_std", f"{column}_std"]].isna().any().any():
         raise NotMeasurable(ONE_SEED)
     return {
         (row.setting, row.which, int(row.removed)): {
             "performance": (row.performance, row.performance_std),
-            "isotropy": (getattr(row, ISOTROPY), getattr(row, f"{ISOTROPY}_std")),
+            "isotropy": (getattr(row, column), getattr(row, f"{column}_std")),
         }
         for row in found.itertuples()
     }
@@ -175,13 +211,14 @@ def check_sts_performance_rises(group: Group, reader, settings: dict) -> Verdict
     )
 
 
-def check_enhancement_hurts_finetuned(group: Group, reader, settings: dict) -> Verdict:
+@in_both_conventions
+def check_enhancement_hurts_finetuned(group: Group, reader, settings: dict, column: str) -> Verdict:
     margin, parts = Margin.of(settings), {}
     for state, settings_judged in (
         ("fine-tuned", ("cluster_zero_mean", "global", "cluster_based")),
         ("pre-trained", ("cluster_zero_mean", "cluster_based")),
     ):
-        cells = _cells(reader, group, "table1", state)
+        cells = _cells(reader, group, "table1", state, column=column)
         base = _top(cells, "baseline")
         for setting in settings_judged:
             value, name = _top(cells, setting), f"{state} {SETTING_NAMES[setting]}"
@@ -200,8 +237,11 @@ def check_enhancement_hurts_finetuned(group: Group, reader, settings: dict) -> V
     return every(parts)
 
 
-def check_finetuned_less_isotropic(group: Group, reader, settings: dict) -> Verdict:
-    tuned, pretrained = (_cells(reader, group, "table1", state) for state in ("fine-tuned", "pre-trained"))
+@in_both_conventions
+def check_finetuned_less_isotropic(group: Group, reader, settings: dict, column: str) -> Verdict:
+    tuned, pretrained = (
+        _cells(reader, group, "table1", state, column=column) for state in ("fine-tuned", "pre-trained")
+    )
     return every(
         {
             SETTING_NAMES[setting]: above(

@@ -21,7 +21,7 @@ logger = logging.getLogger(__name__)
 # claim: its name in catalogue.CLAIMS; source: the paper's section, figure or table; quote: the paper's own words;
 # statement: the claim in a sentence; group: the models it is judged on, `models` naming them; predicate and
 # thresholds: how, with the config's `claims:`; measured: the values it was judged on; holds: yes, no, not
-# measurable, or error (the check raised: a defect); reason: why not (empty where it holds); on_paper_values: the
+# measurable, "depends on" a choice (Verdict.depends_on), or error (the check raised: a defect); reason: why not (empty where it holds); on_paper_values: the
 # same predicate on the paper's own numbers, where the run's tables carry them (Rajaee & Pilehvar's Tables 1-2);
 # note: where the reading is the project's own
 COLUMNS = [
@@ -50,7 +50,7 @@ def _outcome(check, group: Group, reader, settings: dict) -> tuple[str, Verdict]
     except Exception as error:  # any defect of one check must leave the other rows judged
         logger.exception("claim %s (%s) raised", group.claim, group.label)
         return ERROR, Verdict(None, "", f"{type(error).__name__}: {error}")
-    return HOLDS[verdict.holds], verdict
+    return verdict.word, verdict
 
 
 def scorecard(
@@ -96,13 +96,19 @@ def errors(card: pd.DataFrame) -> pd.DataFrame:
 
 
 def tally(card: pd.DataFrame) -> str:
-    """ "13 rows: 5 hold, 6 do not, 2 not measurable" (", 1 error" where a check raised)."""
+    """ "13 rows: 5 hold, 6 do not, 2 not measurable" (", 1 depends on a choice" where a verdict turns on one,
+    ", 1 error" where a check raised)."""
     counts = card["holds"].value_counts()
     found = (
         f"{len(card)} rows: {counts.get(HOLDS[True], 0)} hold, {counts.get(HOLDS[False], 0)} do not, "
         f"{counts.get(HOLDS[None], 0)} not measurable"
     )
-    return found + (f", {counts[ERROR]} error" if ERROR in counts else "")
+    depends = int(card["holds"].str.startswith("depends on").sum())
+    return (
+        found
+        + (f", {depends} depend on a choice" if depends else "")
+        + (f", {counts[ERROR]} error" if ERROR in counts else "")
+    )
 
 
 def lines(card: pd.DataFrame) -> list[str]:
@@ -125,7 +131,7 @@ def lines(card: pd.DataFrame) -> list[str]:
 
 STYLE = (
     "td.yes {background: #d9f2d9} td.no {background: #f8d7d7} td.not-measurable {background: #eee} "
-    "td.error {background: #f5c06f} td {text-align: left; vertical-align: top; max-width: 40em}"
+    "td.error {background: #f5c06f} td[class^=depends-on] {background: #fbe7b5} td {text-align: left; vertical-align: top; max-width: 40em}"
 )
 
 
