@@ -19,11 +19,12 @@ the HF cache, local directories, the committed model table) and the machine's `c
 and per metrics job (`metrics.layers_per_job` layers of one checkpoint): `metrics_layer_s` for each of its layers,
 then `metrics_startup_s`. tokens = metrics.batches x metrics.batch_size: what the pass keeps, taken for what it
 forwards. The device time of a model is the sum of its jobs' (one job at a time per device, as the workstation
-profile runs its `gpu=1` jobs); the wall time on N devices is the longest of total / N, the longest job and the whole
-download over the one link (downloads overlap the device's work, and the last checkpoint cannot start before its
-weights are in): jobs packed without gaps. On a cluster (a dry run through a cluster profile, or `cost --cluster`)
-each checkpoint's group job is one submission, and a device waits `cost.submission_s` before each (the scheduler's
-cycle, the batch script's Snakemake starting): that gap joins the device's time in the wall time, not its hours. Not modelled: the pins, trainings, fine-tunings and Rajaee & Pilehvar analyses (a few
+profile runs its `gpu=1` jobs). The wall time on N devices is simulated (`wall_time`): each checkpoint's extraction
+and metrics hold one device together, once its download, over the one link and in its lane, is done. On a cluster (a
+dry run through a cluster profile, or `cost --cluster`) each checkpoint's group job is one submission, startable
+`cost.submission_s` after its download (the scheduler's cycle, the status polls): a wait in the wall time, not in the
+device-hours. On a workstation its metrics hold no `gpu` and may run beside another extraction, which the simulation
+leaves out (docs/cost.md). Not modelled: the pins, trainings, fine-tunings and Rajaee & Pilehvar analyses (a few
 dozen jobs, minutes), the checkpoint's loss (+2% of a decoder's pass; an encoder's masked-LM pass, up to a fifth of
 its extraction: docs/benchmarks.md), the tables and figures. A term whose size is unknown (a model in none of the
 sources above, one the pipeline trains before it is trained) counts as unknown, its totals lower bounds ("≥").
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from shape_of_learning.cost import model_sizes
+from shape_of_learning.cost import model_sizes, wall_time
 from shape_of_learning.cost.calibration import CALIBRATIONS, Calibration
 from shape_of_learning.cost.disk import Bytes, ModelVolume, human, shard_bytes
 from shape_of_learning.cost.model_sizes import ModelSize
@@ -78,7 +79,6 @@ class ModelCost:
     metrics_jobs: int
     download: Bytes
     terms: dict[str, Seconds]
-    longest_job: float  # seconds of its longest known job
     gpu_memory: int | None  # bytes the extraction needs on its device (`gpu_memory`)
 
     @property
@@ -93,7 +93,9 @@ class Cost:
     calibration: Calibration
     devices: int
     download_bytes_per_s: float
-    submission_s: float = 0.0  # a cluster's gap before each submitted job; none on a workstation
+    jobs: list[wall_time.Job]  # every checkpoint's, in `wall_time.precedence`
+    gates: dict[wall_time.Key, wall_time.Key]  # a download -> the checkpoint whose job it waits for
+    submission_s: float = 0.0  # a cluster's wait before each submitted job; none on a workstation
     terms: dict[str, Seconds] = field(init=False)
 
     def __post_init__(self):
@@ -110,13 +112,10 @@ class Cost:
         return sum(m.extractions for m in self.models)
 
     def wall(self, devices: int) -> Seconds:
-        """The run's wall time on `devices` devices: every job packed behind its submission's gap, never shorter than
-        its longest job, nor than the whole download, which the download jobs fetch over one link while the devices
-        work."""
-        total, download = self.total, self.terms["downloading"]
-        busy = total.known + self.submissions * self.submission_s
-        longest = max((m.longest_job for m in self.models), default=0) + self.submission_s
-        return Seconds(max(busy / devices, longest, download.known), total.unknown + download.unknown)
+        """The run's wall time on `devices` devices: its downloads, lanes, submissions and jobs simulated
+        (`wall_time.simulate`), unknown terms counting nothing."""
+        unknown = self.total.unknown + self.terms["downloading"].unknown
+        return Seconds(wall_time.simulate(self.jobs, self.gates, devices, self.submission_s), unknown)
 
 
 def forward_dtype(entry: dict, extraction: dict, calibration: Calibration) -> str:
@@ -236,7 +235,7 @@ def estimate(
     calibration = CALIBRATIONS[settings["calibration"]]
     download_rate = settings["download_mb_per_s"] * 1e6
     tokens = experiment.tokens_per_layer
-    costs = []
+    costs, jobs = [], {}
     for volume in found:
         model, entry = volume.model, experiment.models[volume.model]
         dtype = forward_dtype(entry, extraction, calibration)
@@ -247,6 +246,7 @@ def estimate(
         forward = tokens * 2 * size.forward_parameters / calibration.flops(dtype) if size else None
         writes = volume.shard_bytes / calibration.write_bytes_per_s if volume.shard_bytes else None
         layer = calibration.metrics_layer_s(width, metrics["batch_size"], metrics["batches"]) if width else None
+        startup = calibration.extraction_startup_s + len(groups) * calibration.metrics_startup_s
         per_checkpoint = [  # (downloading, loading): weights already in the HF cache download nothing
             (
                 0.0 if cached else d / download_rate if d is not None else None,
@@ -260,29 +260,29 @@ def estimate(
             "forward": _times(forward, extractions),
             "writes": _times(writes, extractions),
             "metrics": _times(layer and layer * states, extractions),
-            "start-up": Seconds(
-                extractions * (calibration.extraction_startup_s + len(groups) * calibration.metrics_startup_s)
-            ),
+            "start-up": Seconds(extractions * startup),
         }
-        extraction_jobs = [
-            sum(filter(None, (w, forward, writes)), calibration.extraction_startup_s) for _, w in per_checkpoint
-        ]
-        longest_group = max(len(layers_in_group(group)) for group in groups)
-        metrics_job = (layer or 0) * longest_group + calibration.metrics_startup_s
+        per_extraction = sum(filter(None, (forward, writes, layer and layer * states)), startup)
+        names = volume.checkpoints + ([experiment.baselines[model].name] if baseline else [])
+        for name, (download, loading) in zip(names, per_checkpoint):
+            # unknown terms count nothing here, as in the totals' known part
+            jobs[model, name] = wall_time.Job((model, name), download or 0.0, (loading or 0.0) + per_extraction)
         memory = gpu_memory(size.parameters, width, entry, dtype) if size and width else None
-        costs.append(
-            ModelCost(
-                model,
-                extractions,
-                extractions * len(groups),
-                volume.download,
-                terms,
-                max([*extraction_jobs, metrics_job]),
-                memory,
-            )
-        )
+        costs.append(ModelCost(model, extractions, extractions * len(groups), volume.download, terms, memory))
+    lanes = [[(ckpt.model, ckpt.name) for ckpt in lane] for lane in experiment.download_lanes()]
+    # common.smk's GATES in a run that has measured none of the planned checkpoints
+    waits_for = experiment.download_gates(lambda ckpt: True) if extraction["evict_weights"] else {}
+    gates = {key: (gate.model, gate.name) for key, gate in waits_for.items()}
     submission_s = settings["submission_s"] if cluster else 0.0
-    return Cost(costs, calibration, devices or settings["gpus"], download_rate, submission_s)
+    return Cost(
+        costs,
+        calibration,
+        devices or settings["gpus"],
+        download_rate,
+        wall_time.precedence(lanes, jobs),
+        gates,
+        submission_s,
+    )
 
 
 def _times(value: float | None, count: int) -> Seconds:
