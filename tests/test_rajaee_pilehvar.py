@@ -701,6 +701,9 @@ def analysis_rows(performance_by_seed: dict, pairs: int = 5, **row) -> pd.DataFr
             isotropy_notebook=0.2,
             isotropy_u_only_min=0.15,
             isotropy_u_only_max=0.3,
+            directions_removed=variant["removed"],
+            directions_with_variance=variant["removed"] - (variant["which"] == "least"),
+            clusters_collapsed=0,
             layer=12,
             tokens=100,
             texts=10,
@@ -817,7 +820,7 @@ def test_the_report_tables_read_like_the_papers_settings_as_rows_ours_beside_the
     assert re.findall(r">([^<>]+)</th>", models) == ["bert (pre-trained)", "bert-stsb (fine-tuned, not learned)"]
     assert re.findall(r"<th>([^<]*)</th>", header) == [
         "",
-        *["Perf.", "Perf. (paper)", "I(W)", "I(W), notebook", "I(W), one sign", "I(W) (paper)"] * 2,
+        *["Perf.", "Perf. (paper)", "I(W)", "I(W), notebook", "I(W), one sign", "I(W) (paper)", "Removed"] * 2,
     ]
     assert [re.search(r"<th>([^<]*)</th>", row).group(1) for row in rows] == [
         "Baseline",
@@ -826,20 +829,23 @@ def test_the_report_tables_read_like_the_papers_settings_as_rows_ours_beside_the
         "Global, top 12 removed",
         "Cluster-based, top 12 removed",
     ]
-    assert re.findall(r"<td>([^<]*)</td>", rows[0])[6:] == [
+    assert re.findall(r"<td>([^<]*)</td>", rows[0])[7:] == [
         "55.00 ± 7.07 (SE 50.8)",
         "84.41",
         "0.1 ± 0",
         "0.2 ± 0",
         "0.15 to 0.3",
         "0.0041",
+        "-",
     ]
+    assert re.findall(r"<td>([^<]*)</td>", rows[3])[-1] == "12 (12 with variance)"
     assert "5 pairs (1 shared with the fine-tuning data left out)" in table
     smaller = render(comparison(bert_pair(removed=(17, 117)))[2], "Table 2")
     assert re.findall(r"<th>(Global[^<]*)</th>", smaller) == [
         "Global, least 17 removed (paper: 100)",
         "Global, least 117 removed (paper: 700)",
     ]
+    assert "100 (99 with variance)" in smaller and "the last k of a set&#x27;s principal components" in smaller
 
 
 def test_every_table_and_figure_cites_the_paper_as_2021(tmp_path):

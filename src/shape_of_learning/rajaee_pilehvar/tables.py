@@ -13,7 +13,8 @@ PAPER_VALUES = Path(__file__).with_name("paper_values.csv")
 VARIANT = ["setting", "which", "removed"]
 ROW = ["dataset", "model", "state", "paper_model"]
 SPREAD_OVER_SEEDS = ["performance", "isotropy", "isotropy_notebook"]  # mean and std over seeds
-MEASURES = [*SPREAD_OVER_SEEDS, "isotropy_u_only_min", "isotropy_u_only_max"]  # the last two: mean over seeds
+REMOVED = ["directions_removed", "directions_with_variance", "clusters_collapsed"]  # analysis's, from settings.Removal
+MEASURES = [*SPREAD_OVER_SEEDS, "isotropy_u_only_min", "isotropy_u_only_max", *REMOVED]  # the rest: mean over seeds
 SAME_FOR_EVERY_SEED = ["layer", "tokens", "texts", "pairs", "dropped_pairs", "dtype"]
 COLUMNS = [
     *ROW,
@@ -29,6 +30,7 @@ COLUMNS = [
     "isotropy_notebook_std",
     "isotropy_u_only_min",
     "isotropy_u_only_max",
+    *REMOVED,
     "paper_isotropy",
     "learned",
     "layer",
@@ -145,13 +147,24 @@ STYLE = (
 )
 
 
+REMOVAL_NOTE = (
+    "Top or least k removed: the first or the last k of a set's principal components as the authors' notebook takes "
+    "them (scikit-learn's PCA().components_: min(n, D) of them for n tokens in D dimensions, at most n - 1 carrying "
+    "variance); Global: all tokens as one set, centred; Cluster-based: each cluster, centred on its mean. A set with "
+    "no more than k components loses all of them: its tokens collapse to the origin. Removed: the directions "
+    "removed, summed over the clusters, with how many of them carried variance and how many sets collapsed (mean "
+    "over seeds)."
+)
+
+
 def render(table: pd.DataFrame, title: str) -> str:
     """HTML tables as the paper prints its Tables 1-2, one per dataset and pair (or model measured alone): the
     settings as rows; per model and state, our Spearman x 100 (Perf., mean +- std over seeds, and its standard
     error over the pairs) and I(W) (sign-free, mean +- std), what the authors' notebook computes on the same vectors,
     and the range of the one-sign I(W) over random signs, each beside the paper's value as printed where the paper
-    has one. A fine-tuned model that did not learn its task is labelled "not learned" (`learned`)."""
-    sections = [f"<h3>{escape(title)}</h3>"]
+    has one, and what the setting removed (`REMOVAL_NOTE`). A fine-tuned model that did not learn its task is
+    labelled "not learned" (`learned`)."""
+    sections = [f"<h3>{escape(title)}</h3>", f"<p>{escape(REMOVAL_NOTE)}</p>"]
     for (dataset, pair), block in table.groupby(["dataset", "pair"], sort=False):
         dropped = block["dropped_pairs"].iloc[0]
         seeds = block.groupby(["model", "state"], sort=False)["seeds"].first()
@@ -201,6 +214,13 @@ def _cells(block: pd.DataFrame) -> dict[str, list[str]]:
             f"{low:.2g} to {high:.2g}" for low, high in zip(block["isotropy_u_only_min"], block["isotropy_u_only_max"])
         ],
         "I(W) (paper)": [_mean_std(value, None, ".2g") for value in block["paper_isotropy"]],
+        "Removed": [
+            "-"
+            if not directions
+            else f"{directions:g} ({with_variance:g} with variance)"
+            + (f", {collapsed:g} collapsed" if collapsed else "")
+            for directions, with_variance, collapsed in zip(*(block[column] for column in REMOVED))
+        ],
     }
 
 
