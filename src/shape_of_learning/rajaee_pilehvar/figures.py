@@ -7,6 +7,7 @@ import matplotlib.cm
 import matplotlib.colors
 import matplotlib.figure
 import matplotlib.ticker
+from matplotlib.lines import Line2D
 import numpy as np
 import pandas as pd
 import seaborn as sns
@@ -58,12 +59,14 @@ def isotropy_by_layer(layers: pd.DataFrame, out_png: Path, out_pdf: Path, *, dat
     figure, axes = new_figure(len(pairs), 4.5, sharey=False)
     colours = dict(zip(LINES, sns.color_palette("colorblind", len(LINES))))
     for ax, pair in zip(axes, pairs):
+        legend = [Line2D([], [], color="grey", linestyle=style, label=name) for style, name in CONVENTIONS.values()]
         for (state, tokens), label in LINES.items():
             line = layers[(layers["pair"] == pair) & (layers["state"] == state) & (layers["tokens"] == tokens)]
             degenerate = sorted(set(line.loc[line["degenerate"], "layer"]))
             line = line[~line["layer"].isin(degenerate)]
             if degenerate:
                 label += f" (degenerate, left out: layer {', '.join(map(str, degenerate))})"
+            legend.append(Line2D([], [], color=colours[state, tokens], label=label))
             for column, (style, convention) in CONVENTIONS.items():
                 runs = (-np.log(line[column])).groupby(line["layer"]).agg(["mean", "std"])
                 ax.plot(
@@ -86,8 +89,8 @@ def isotropy_by_layer(layers: pd.DataFrame, out_png: Path, out_pdf: Path, *, dat
         ax.set_title(pair)
         ax.set_xlabel("Layer (0 = embeddings)")
         ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
-        ax.legend(fontsize="x-small")
-    axes[0].set_ylabel("-log I(W): solid sign-free, dashed the notebook's")
+        ax.legend(handles=legend, fontsize="x-small", loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
+    axes[0].set_ylabel("-log I(W)")
     figure.suptitle(f"{CITATION}, Figure 1: isotropy per layer, pre-trained vs fine-tuned, on {dataset}")
     return save(figure, out_png, out_pdf)
 
