@@ -324,6 +324,23 @@ def notebook_spearman(targets, predictions):
     return 100 * spearmanr(targets, predictions)[0]
 
 
+def test_no_least_column_repeats_zero_mean_or_clustering_zm(tiny_encoder):
+    """Removing a set's least directions removes directions that carry variance, so neither Table 2 column equals
+    the setting it starts from (Global: Zero-mean; Cluster-based: Clustering+ZM). The sign-free I(W) of Global alone
+    stays Zero-mean's within the factor min Z(u) / n (docs/rajaee-pilehvar.md), far under a percent here."""
+    table, _, _ = analyse(*tiny_encoder, WORDS40, dtype="float32", **SMALL)
+    measured = ["seed", "performance", "isotropy", "isotropy_notebook"]
+    for least, start in (("global", "zero_mean"), ("cluster_based", "cluster_zero_mean")):
+        rows = table[(table["setting"] == least) & (table["which"] == "least")]
+        assert len(rows) == 2 and rows[measured].merge(table.loc[table["setting"] == start, measured]).empty, least
+        assert (rows["directions_with_variance"] > 0).all(), least
+    global_least = table[(table["setting"] == "global") & (table["which"] == "least")]
+    assert global_least["directions_with_variance"].tolist() == [4, 28]
+    zero_mean = table.loc[table["setting"] == "zero_mean", "isotropy"].iloc[0]
+    assert global_least["isotropy"].to_numpy() == pytest.approx(zero_mean, rel=1e-2)
+    assert (global_least["isotropy"] <= zero_mean * (1 + 1e-6)).all()
+
+
 def test_flipping_eigenvector_signs_leaves_every_value_we_draw_unchanged(tiny_encoder, monkeypatch):
     """torch's eigensolver returns each eigenvector with an arbitrary sign: flip them and every I(W) of the tables
     and the figure stays the same (the notebook column uses numpy's own solver, as the notebook does)."""
