@@ -7,6 +7,7 @@
     python -m shape_of_learning refs --repo EleutherAI/pythia-1b
     python -m shape_of_learning path REPORT presets/demo.yaml [presets/ci.yaml]
     python -m shape_of_learning renew config.yaml --model pythia-1b [--checkpoint step1000 ...] [--directory WORKDIR]
+    python -m shape_of_learning jobs
 
 verify: is a finished run complete (every output, every row of the tables, all finite)? A results folder another
 config wrote is refused, as a run refuses it (shape_of_learning.experiment.results_root). It prints the claims
@@ -17,7 +18,9 @@ devices, per model (shape_of_learning.cost.device_time). refs: a Hub model's bra
 ones marked and missing ones named (shape_of_learning.models.revisions). path: where a config's run writes a file of
 shape_of_learning.paths (REPORT, SUMMARY_CSV, ...), under the config's `results` folder. renew: pin a model's
 pinned Hub checkpoints again on the Hub after upstream fixed them, rewriting only the locks that changed, so that the
-next run reruns only what depends on those (shape_of_learning.models.pinning.renew).
+next run reruns only what depends on those (shape_of_learning.models.pinning.renew). jobs: your SLURM jobs in the
+queue, each with the checkpoint and rules it runs, which their SLURM names do not tell
+(shape_of_learning.experiment.slurm_jobs).
 """
 
 import argparse
@@ -182,6 +185,14 @@ def renew_locks(args) -> int:
     return 0
 
 
+def jobs(args) -> int:
+    from shape_of_learning.experiment.slurm_jobs import listing
+
+    for line in ["JOBID\tSTATE\tTIME\tWHERE\tRUNS", *listing()]:
+        print(line)
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m shape_of_learning", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -230,6 +241,8 @@ def main(argv=None) -> int:
     command.add_argument("--checkpoint", action="append", default=[], help="one of its checkpoints (default: all)")
     command.add_argument("--directory", type=Path, default=Path("."), help="the run's working directory")
     command.set_defaults(run=renew_locks, parser=command)
+    command = commands.add_parser("jobs", help="your SLURM jobs, each with the checkpoint and rules it runs")
+    command.set_defaults(run=jobs)
     args = parser.parse_args(argv)
     return args.run(args)
 

@@ -97,6 +97,11 @@ for _ in $(seq 600); do
 done
 grep -qs "$stalled: stalled" "$workdir"/logs/measure_layers/demo-pythia/step40/*.log \
     || { tail -n 30 "$workdir/killed.out" >&2; echo "FAIL: $stalled never started" >&2; exit 1; }
+# squeue's names are the run's id: `jobs` names each job by what it runs, from its batch script
+queue=$(.venv/bin/python -m shape_of_learning jobs)
+grep -qP "\tRUNNING\t.*\tdemo-pythia/step40: extract_hidden_states, measure_layers" <<< "$queue" \
+    || { echo "FAIL: python -m shape_of_learning jobs does not name the running group job:"$'\n'"$queue" >&2; exit 1; }
+echo "python -m shape_of_learning jobs, while $stalled waits:"$'\n'"$queue"
 kill -TERM "$main"; wait "$main" || true
 scancel --user "$(id -un)"  # what the main process left running, as a user's scancel would
 for _ in $(seq 60); do [ -z "$(squeue --noheader --user "$(id -un)")" ] && break; sleep 1; done
