@@ -93,8 +93,9 @@ def test_cluster_based_removes_each_clusters_own_top_directions(cloud):
 
 def notebook_cluster_removal(cluster_representations, n_pc, which="top"):
     """The removal loop of the notebook's `cluster_based` for one cluster (its tokens, centred on the cluster's mean),
-    as published but for its 768 written as the tokens' dimension D. `which="least"` takes the last `n_pc` rows of the same `components_` where the
-    published loop takes the first (Table 2's variant; the notebook publishes only the top one)."""
+    as published but for its 768 written as the tokens' dimension D. `which="least"` takes the last `n_pc` rows of
+    the same `components_` where the published loop takes the first (Table 2's variant; the notebook publishes only
+    the top one)."""
     D = np.size(cluster_representations[0])
     model = PCA()
     model.fit(np.array(cluster_representations).reshape((-1, D)))

@@ -157,8 +157,9 @@ def _cells(
     reader, group: Group, table: str, state: str, learned: bool = True, column: str = "isotropy"
 ) -> dict[tuple, dict]:
     """(setting, which, removed) -> {"performance": (mean, std), "isotropy": (mean, std)}: one state of the pair's
-    block of Table 1 or 2, I(W) in the convention of `column`. A fine-tuned model that did not learn its task (the tables' `learned`) is no fine-tuned
-    model to judge a claim on, unless `learned` is False: the claim that fine-tuning raises performance."""
+    block of Table 1 or 2, I(W) in the convention of `column`. A fine-tuned model that did not learn its task (the
+    tables' `learned`) is no fine-tuned model to judge a claim on, unless `learned` is False: the claim that
+    fine-tuning raises performance."""
     found = reader.frame(group, table)
     found = found[
         (found["dataset"] == group.arguments["dataset"])

@@ -21,9 +21,9 @@ logger = logging.getLogger(__name__)
 # claim: its name in catalogue.CLAIMS; source: the paper's section, figure or table; quote: the paper's own words;
 # statement: the claim in a sentence; group: the models it is judged on, `models` naming them; predicate and
 # thresholds: how, with the config's `claims:`; measured: the values it was judged on; holds: yes, no, not
-# measurable, "depends on" a choice (Verdict.depends_on), or error (the check raised: a defect); reason: why not (empty where it holds); on_paper_values: the
-# same predicate on the paper's own numbers, where the run's tables carry them (Rajaee & Pilehvar's Tables 1-2);
-# note: where the reading is the project's own
+# measurable, "depends on" a choice (Verdict.depends_on), or error (the check raised: a defect); reason: why not
+# (empty where it holds); on_paper_values: the same predicate on the paper's own numbers, where the run's tables carry
+# them (Rajaee & Pilehvar's Tables 1-2); note: where the reading is the project's own
 COLUMNS = [
     "claim",
     "paper",
@@ -131,7 +131,8 @@ def lines(card: pd.DataFrame) -> list[str]:
 
 STYLE = (
     "td.yes {background: #d9f2d9} td.no {background: #f8d7d7} td.not-measurable {background: #eee} "
-    "td.error {background: #f5c06f} td[class^=depends-on] {background: #fbe7b5} td {text-align: left; vertical-align: top; max-width: 40em}"
+    "td.error {background: #f5c06f} td[class^=depends-on] {background: #fbe7b5} "
+    "td {text-align: left; vertical-align: top; max-width: 40em}"
 )
 
 

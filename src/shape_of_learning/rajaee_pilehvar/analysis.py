@@ -235,12 +235,12 @@ def _pca_view(X: np.ndarray, token_ids: np.ndarray, seed: int, figure_tokens: in
 
 def per_layer(layers: list[np.ndarray], index: pd.DataFrame, texts: list[str], device: str = "auto") -> pd.DataFrame:
     """I(W) of every layer's two views in both conventions (`isotropy`, sign-free; `isotropy_notebook`, the
-    notebook's on the float32 vectors it would encode), "all" (the texts' own tokens, as `hidden_tokens` marks them) and
-    "cls" (each text's first token), with how many vectors each holds (`count`) and how many distinct ones
-    (`distinct`). A view is `degenerate` where it holds fewer distinct vectors than dimensions D: W^T W is then
-    singular, each of its null-space eigenvectors u gives Z(u) = n, and I(W) tells the sample's rank rather than
-    the space's shape. Layer 0's [CLS] view is one vector; a later layer's needs at least D distinct texts. Figure 1
-    and the claims leave degenerate views out.
+    notebook's, on the float32 vectors as its forward pass gives them), "all" (the texts' own tokens, as
+    `hidden_tokens` marks them) and "cls" (each text's first token), with how many vectors each holds (`count`) and
+    how many distinct ones (`distinct`). A view is `degenerate` where it holds fewer distinct vectors than dimensions
+    D: W^T W is then singular, each of its null-space eigenvectors u gives Z(u) = n, and I(W) tells the sample's rank
+    rather than the space's shape. Layer 0's [CLS] view is one vector; a later layer's needs at least D distinct
+    texts. Figure 1 and the claims leave degenerate views out.
 
     Distinct vectors: equal rows count once (at layer 0 a position's vector is its token's and position's alone), and
     so do the rows of one text and position (a text encodes to the same vectors wherever it occurs, up to the
