@@ -156,17 +156,22 @@ def test_each_download_of_a_lane_waits_for_the_job_two_places_before_it_with_evi
     assert evicting.wall(64).known == pytest.approx((2 + 0.5 + 2 + A_JOB) + 2 + A_JOB)
 
 
-def test_a_cluster_job_asks_for_its_predicted_time_three_times_over_and_never_less_than_the_floor(offline, monkeypatch):
+def test_a_cluster_job_asks_for_its_predicted_time_three_times_over_the_extraction_never_less_than_the_floor(
+    offline, monkeypatch
+):
     """a's extraction: loading 4 s, forward 8.192 s, writes 65.536 s, start-up 10 s: 87.7 s, three times over: 5 min;
-    a metrics job of 2 layers at 0.75 s each and its 5 s start-up: 1 min. A model of unknown size gets the floor."""
+    a metrics job of 2 layers at 0.75 s each and its 5 s start-up: 1 min, the floor not added again (its checkpoint's
+    group job asks for the sum). A model of unknown size gets the floor for each job."""
     config = two_models()
     monkeypatch.setattr(cost, "RUNTIME_FLOOR_MIN", 1)
     assert cost.runtime_min("a", plan(config), config, "extraction") == 5
     assert cost.runtime_min("a", plan(config), config, "metrics") == 1
     monkeypatch.setattr(cost, "RUNTIME_FLOOR_MIN", 15)
     assert cost.runtime_min("a", plan(config), config, "extraction") == 15
+    assert cost.runtime_min("a", plan(config), config, "metrics") == 1
     config["models"]["c"] = {**config["models"]["b"], "hub_id": "org/unlisted"}
-    assert cost.runtime_min("c", plan(validate_config(config)), config, "extraction") == 15
+    for job in ("extraction", "metrics"):
+        assert cost.runtime_min("c", plan(validate_config(config)), config, job) == 15
 
 
 def test_a_cluster_job_asks_its_node_for_the_disk_of_its_checkpoint_s_shards(offline, monkeypatch):

@@ -191,7 +191,9 @@ def large_gpu_constraint(model: str, experiment: Experiment, config: dict) -> st
 
 
 # A cluster job's time limit (SLURM's --time): the predicted time this many times over, for a slower node than the
-# calibration's and a loaded filesystem; never under the floor, which also stands for a model whose size nothing knows.
+# calibration's and a loaded filesystem. An extraction never asks for less than the floor, which also stands for any
+# job of a model whose size nothing knows: its checkpoint's group job asks for the sum of its jobs' limits, so the floor
+# is paid once a checkpoint, not once for each of its metrics jobs too.
 RUNTIME_MARGIN = 3
 RUNTIME_FLOOR_MIN = 15
 
@@ -200,7 +202,8 @@ def runtime_min(model: str, experiment: Experiment, config: dict, job: str) -> i
     """What one of a checkpoint's jobs requests of time on a cluster, in minutes (the rule's `device_time`): `job`
     "extraction" (loading, the forward pass, the writes; its download runs before it, in a job of its own) or "metrics"
     (one metrics job), predicted on `cost.calibration`'s machine from the model's size in the committed table or its
-    local folder, RUNTIME_MARGIN times over and at least RUNTIME_FLOOR_MIN."""
+    local folder, RUNTIME_MARGIN times over: an extraction at least RUNTIME_FLOOR_MIN, a metrics job at least a
+    minute."""
     entry, extraction, metrics = experiment.models[model], config["extraction"], config["metrics"]
     calibration = CALIBRATIONS[config["cost"]["calibration"]]
     size = model_sizes.of(model, experiment.models, experiment.checkpoints)
@@ -222,7 +225,7 @@ def runtime_min(model: str, experiment: Experiment, config: dict, job: str) -> i
             layers * calibration.metrics_layer_s(size.hidden_size, metrics["batch_size"], metrics["batches"])
             + calibration.metrics_startup_s
         )
-    return max(RUNTIME_FLOOR_MIN, -(-RUNTIME_MARGIN * int(seconds) // 60))
+    return max(RUNTIME_FLOOR_MIN if job == "extraction" else 1, -(-RUNTIME_MARGIN * int(seconds) // 60))
 
 
 def estimate(
