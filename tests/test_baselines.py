@@ -168,6 +168,7 @@ def test_the_godey_figure_draws_every_metric_by_modality_each_model_beside_its_i
         groups=groups(),
         metrics=["avg_cosine", "avg_cosine_centred"],
         random_init_seed=0,
+        positions_per_window=128,
         flagged="omit",
     )
     axes = figure.axes
@@ -193,6 +194,7 @@ def test_the_godey_figure_draws_every_metric_by_modality_each_model_beside_its_i
     } and styles["cnn (CNN)"] == "--"
     notes = " ".join(text.get_text() for text in figure.texts)
     assert "step 0 of its training (bytes, cnn, vit)" in notes and "torch seed 0 (subword)" in notes
+    assert "Text: 128 tokens drawn from each window by every model" in " ".join(notes.split())  # how text was sampled
 
 
 def test_the_godey_figure_draws_a_cnn_only_figure_and_refuses_a_model_without_initialisation(
@@ -207,6 +209,7 @@ def test_the_godey_figure_draws_a_cnn_only_figure_and_refuses_a_model_without_in
         models=["cnn"],
         metrics=["avg_cosine"],
         random_init_seed=0,
+        positions_per_window=128,
         flagged="omit",
     )
     assert [ax.get_title() for ax in figure.axes] == ["Image"]
@@ -220,6 +223,7 @@ def test_the_godey_figure_draws_a_cnn_only_figure_and_refuses_a_model_without_in
             groups=groups(),
             metrics=["avg_cosine"],
             random_init_seed=0,
+            positions_per_window=None,
             flagged="omit",
         )
     flagged_step0 = modality_summary.assign(
@@ -233,6 +237,7 @@ def test_the_godey_figure_draws_a_cnn_only_figure_and_refuses_a_model_without_in
             groups=groups(),
             metrics=["avg_cosine"],
             random_init_seed=0,
+            positions_per_window=None,
             flagged="omit",
         )
 

@@ -247,3 +247,37 @@ def test_a_load_fails_exactly_where_a_weight_inside_the_hidden_states_is_missing
             check_whole(model, info, "m/c", "acme/m")
     else:
         assert check_whole(model, info, "m/c", "acme/m") == sorted(key(*k) for k in missing if k[0] == "head")
+
+
+def test_auto_gives_float32_to_a_family_float16_cannot_hold_and_float16_is_refused_for_it(monkeypatch):
+    """On a GPU without bfloat16 (the capability stubbed), auto is float16, but float32 for EfficientNet, whose
+    random-init states fall below float16's range; float16 asked for it is refused, naming why."""
+    from shape_of_learning.extraction.loading import device_and_dtype
+
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: False)
+    assert device_and_dtype("auto", "cuda", "vit") == ("cuda", torch.float16)
+    assert device_and_dtype("auto", "cuda", "efficientnet") == ("cuda", torch.float32)
+    assert device_and_dtype("float32", "cuda", "efficientnet") == ("cuda", torch.float32)
+    with pytest.raises(ValueError, match=r"^dtype float16 is refused for efficientnet: .*below float16's"):
+        device_and_dtype("float16", "cpu", "efficientnet")
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: True)
+    assert device_and_dtype("auto", "cuda", "efficientnet") == ("cuda", torch.bfloat16)  # float32's exponent range
+
+
+def test_a_random_efficientnet_in_float16_loses_its_states_which_is_why_auto_avoids_it():
+    """The reason FLOAT16_UNDERFLOWS holds EfficientNet: at transformers' initialisation its blocks' states shrink
+    below float16's smallest value, and a float16 pass returns zeros where float32 does not."""
+    torch.manual_seed(0)
+    config = transformers.EfficientNetConfig(
+        image_size=64, width_coefficient=0.25, depth_coefficient=0.5, hidden_dim=320
+    )
+    model = transformers.EfficientNetModel(config).eval()
+    pixels = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        full = model(pixel_values=pixels, output_hidden_states=True).hidden_states
+        half = model.half()(pixel_values=pixels.half(), output_hidden_states=True).hidden_states
+    # default batch-norm statistics here (extraction estimates them, which slows the shrinking): float32 holds
+    # blocks 1-5 (down to about 1e-37), float16 none of them
+    assert [int(state.abs().max() > 0) for state in full[:6]] == [1] * 6
+    assert [int(state.abs().max() > 0) for state in half[:6]] == [1, 0, 0, 0, 0, 0]
+    assert "efficientnet" in families.FLOAT16_UNDERFLOWS

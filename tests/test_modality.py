@@ -105,6 +105,24 @@ def test_digits_are_sampled_with_a_seed_and_stored_verified(digits, tmp_path):
         sample_media(media_spec({"local_path": str(folder), "count": 3, "seed": 0}), "audio")
 
 
+def test_common_voice_clips_are_drawn_from_its_validated_clips_only(tmp_path):
+    """validated.tsv beside clips/ (Common Voice's layout) or inside it names the clips drawn from: the invalidated
+    and unrated clips of the folder are never drawn."""
+    folder = tmp_path / "en" / "clips"
+    folder.mkdir(parents=True)
+    for name in ("a.wav", "b.wav", "c.wav", "d.wav"):
+        (folder / name).write_bytes(wav(0.2))
+    spec = media_spec({"local_path": str(folder), "count": 4, "seed": 0})
+    assert sorted(sample_media(spec, "audio")["name"]) == ["a.wav", "b.wav", "c.wav", "d.wav"]  # no list: every clip
+    (tmp_path / "en" / "validated.tsv").write_text('client_id\tpath\tsentence\nx\ta.wav\t"Hi\nx\tc.wav\tyes\n')
+    with pytest.raises(ValueError, match="holds 2 audio files.*fewer than audio_corpus.count=4"):
+        sample_media(spec, "audio")
+    drawn = sample_media({**spec, "count": 2}, "audio")
+    assert sorted(drawn["name"]) == ["a.wav", "c.wav"] and drawn.attrs["available"] == 2
+    (folder / "validated.tsv").write_text("client_id\tpath\nx\td.wav\n")  # in the folder itself: it wins
+    assert sample_media({**spec, "count": 1}, "audio")["name"].tolist() == ["d.wav"]
+
+
 def stored(out_dir, layer):
     """One layer's vectors and their (item, position) index."""
     path = out_dir / f"layer_{layer}.parquet"
@@ -156,9 +174,30 @@ def solo_image(model, processor, images):
     def hidden(item):
         with torch.no_grad():
             pixels = processor([decode_image(images[item])], return_tensors="pt")["pixel_values"]
+            if model.config.model_type == "cvt":
+                return cvt_blocks(model.eval(), pixels)
             return model.eval()(pixel_values=pixels, output_hidden_states=True).hidden_states
 
     return hidden
+
+
+def cvt_blocks(model, pixels) -> list[torch.Tensor]:
+    """Every block's output of a CvtModel as a feature map (B, C, H, W), computed stage by stage as CvtStage.forward
+    runs its blocks, [CLS] apart: the last block of each stage is the stage output the model returns."""
+    states, hidden = [], pixels
+    stage_outputs = model(pixel_values=pixels, output_hidden_states=True).hidden_states
+    for stage, stage_output in zip(model.encoder.stages, stage_outputs):
+        hidden = stage.embedding(hidden)
+        batch, channels, height, width = hidden.shape
+        tokens = hidden.flatten(2).transpose(1, 2)
+        if stage.config.cls_token[stage.stage]:
+            tokens = torch.cat([stage.cls_token.expand(batch, -1, -1), tokens], 1)
+        for block in stage.layers:
+            tokens = block(tokens, height, width)
+            states.append(tokens[:, -height * width :].transpose(1, 2).reshape(batch, channels, height, width))
+        assert torch.equal(states[-1], stage_output)  # a stage's output is its last block's
+        hidden = states[-1]
+    return states
 
 
 CNN_PROCESSOR = dict(size={"shortest_edge": 32}, crop_pct=1.0)
@@ -252,10 +291,10 @@ IMAGE_FAMILIES = {  # family: (model, processor, layers, k = the fewest position
             )
         ),
         lambda: transformers.ConvNextImageProcessor(**CNN_PROCESSOR),
-        1,
+        2,
         16,
         0,
-    ),  # 8x8, 4x4 (+ [CLS] kept apart)
+    ),  # blocks 8x8, 4x4, 4x4 (+ [CLS] kept apart)
 }
 
 
@@ -423,6 +462,7 @@ def draw_godey(summary: pd.DataFrame, tmp_path):
         metrics=["avg_cosine", "avg_cosine_centred"],
         groups={"tiny": {"modality": "image", "group": "CNN"}},
         random_init_seed=0,
+        positions_per_window=None,
         flagged="omit",
     )
 
@@ -521,7 +561,7 @@ def test_every_image_model_keeps_the_same_positions_per_image(digits, tmp_path):
         torch.manual_seed(0)
         model, processor = published_statistics(build()), processor()
         entry = save(model, processor, tmp_path / family, layers, "image")
-        manifests[family] = run(entry, images, 4 * 9, tmp_path / family / "out", positions_per_image=4)
+        manifests[family] = run(entry, images, 4 * 9, tmp_path / family / "out", positions_per_item=4)
         solo = solo_image(model, processor, images)
         assert assert_per_item(tmp_path / family / "out", layers, 4, 4 * 9, solo, special) == list(range(9))
     assert [(m["positions_per_item"], m["items_used"]) for m in manifests.values()] == [(4, 9), (4, 9)]
@@ -532,7 +572,7 @@ def test_every_image_model_keeps_the_same_positions_per_image(digits, tmp_path):
         match=r"layer 2 has 16 positions per image, fewer than "
         r"extraction.positions_per_image = 17.*at most 16",
     ):
-        run(entry, images, 34, tmp_path / "more", positions_per_image=17)
+        run(entry, images, 34, tmp_path / "more", positions_per_item=17)
 
 
 def test_the_old_figure_kind_is_refused_naming_the_new_one_and_positions_rerun_image_models_only():
@@ -547,8 +587,11 @@ def test_the_old_figure_kind_is_refused_naming_the_new_one_and_positions_rerun_i
     ):
         validate_config(old)
     assert demo["extraction"]["positions_per_image"] == 4
-    assert extraction_settings(demo["extraction"], "image")["positions_per_image"] == 4
-    assert "positions_per_image" not in extraction_settings(demo["extraction"], "text")
+    assert extraction_settings(demo, "demo-vit", "image")["positions_per_image"] == 4
+    assert "positions_per_window" not in extraction_settings(demo, "demo-vit", "image")
+    # the Godey figure's text models read k per window (and no image setting), as the demo runs them
+    assert extraction_settings(demo, "demo-pythia", "text")["positions_per_window"] == 32
+    assert "positions_per_image" not in extraction_settings(demo, "demo-pythia", "text")
 
 
 @pytest.mark.parametrize("family", ["wav2vec2", "hubert", "wav2vec2-masked", "whisper"])

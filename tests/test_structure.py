@@ -8,7 +8,7 @@ import pytest
 import torch
 import yaml
 
-from shape_of_learning.extraction.families import model_class
+from shape_of_learning.extraction.families import depth, model_class
 from shape_of_learning.models.checkpoints import checkpoints
 from shape_of_learning.rehearsal import structure
 
@@ -74,6 +74,8 @@ def test_features_tell_apart_what_the_pipeline_treats_apart():
     assert {"parallel_attention", "rotary", "untied_head"} <= rows["EleutherAI/pythia-70m"].features
     assert "alibi" in rows["bigscience/bloom-560m-intermediate"].features
     assert "batch_norm" in rows["microsoft/cvt-13"].features  # its convolutional projections' BatchNorm2d
+    # CvT-13's 13 blocks (1, 2, 10 by stage) are its layers 0-12, taken by hooks: CvtModel returns the 3 stages
+    assert depth(structure.transformers_config(rows["microsoft/cvt-13"])) == MODELS["cvt-13"]["layers"] == 12
     assert "batch_norm" not in rows["facebook/convnext-tiny-224"].features
     assert rows["bigscience/bloom-3b-intermediate"].preprocessor_repo == "bigscience/bloom-3b"
     assert rows["bigscience/bloom-3b-intermediate"].weight_files == ("pytorch_model.bin",)

@@ -14,7 +14,7 @@ rule extract_hidden_states:
     params:
         checkpoint=lambda wildcards: EXPERIMENT.checkpoint(wildcards.model, wildcards.checkpoint),
         entry=lambda wildcards: result_settings(model_entry(wildcards), "models.*"),
-        extraction=lambda wildcards: extraction_settings(config["extraction"], model_entry(wildcards)["modality"]),
+        extraction=lambda wildcards: extraction_settings(config, wildcards.model, model_entry(wildcards)["modality"]),
         tokens=EXPERIMENT.tokens_per_layer,
     threads: 1  # a workstation's; profiles/slurm sets a cluster's (set-threads)
     resources:

@@ -5,6 +5,7 @@ from pathlib import Path
 from shape_of_learning import network
 from shape_of_learning.corpus import read_windows
 from shape_of_learning.corpus.media import read_media
+from shape_of_learning.experiment.config import positions_setting
 from shape_of_learning.extraction.hidden_states import extract
 from shape_of_learning.logs import filesystem, job_logging
 from shape_of_learning.models.download import check_receipt
@@ -14,7 +15,9 @@ with job_logging(snakemake):
     network.go_offline()  # the download job put every file it reads into the HF cache (models.download)
     if receipt := snakemake.input.get("weights"):
         check_receipt(receipt)  # what the download fetched is still in the cache: else a rerun downloads it again
-    entry = snakemake.config["models"][snakemake.wildcards.model]
+    model = snakemake.wildcards.model
+    entry = snakemake.config["models"][model]
+    modality = entry["modality"]
     options = snakemake.config["extraction"]
     corpus = Path(snakemake.input.corpus)
     # where the shards go: on a cluster, the node's own disk where the config has `scratch` (docs/cluster.md)
@@ -24,7 +27,7 @@ with job_logging(snakemake):
     manifest = extract(
         snakemake.params.checkpoint,
         entry,
-        read_windows(corpus) if entry["modality"] == "text" else read_media(corpus)["data"].tolist(),
+        read_windows(corpus) if modality == "text" else read_media(corpus)["data"].tolist(),
         snakemake.params.tokens,
         Path(snakemake.output.shards),
         pin=read_lock(snakemake.input.pin),
@@ -33,7 +36,8 @@ with job_logging(snakemake):
         device=options["device"],
         dtype=options["dtype"],
         loss=options["loss"],
-        positions_per_image=options["positions_per_image"],
+        # k per item: its params hold the one setting that is its k, if any
+        positions_per_item=snakemake.params.extraction.get(positions_setting(snakemake.config, model, modality)),
     )
     # what eviction (the checkpoint's last metrics job) leaves: the weights the cache held before this run's download
     # job, and all of them where a job of the run loads them after the extraction

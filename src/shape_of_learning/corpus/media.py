@@ -44,6 +44,8 @@ def sample_media(spec: dict, modality: str) -> pd.DataFrame:
     elif spec["local_path"]:
         source = Path(spec["local_path"])
         names, read = _listing(source, EXTENSIONS[modality])
+        if modality == "audio" and (validated := _validated_clips(source)) is not None:
+            names = [name for name in names if Path(name).name in validated]
         labels = [-1] * len(names)
     else:
         raise ValueError(f"{modality}_corpus needs `local_path` (a folder or .zip/.tar archive of {modality} files)")
@@ -140,6 +142,20 @@ def _digits():
     names = [f"digits/{i:04d}.png" for i in range(len(pngs))]
     by_name = dict(zip(names, pngs))
     return names, digits.target.tolist(), by_name.__getitem__, "sklearn.datasets.load_digits"
+
+
+# Common Voice lists the clips its listeners validated in validated.tsv (column `path`), beside the clips/ folder that
+# holds every recorded clip, invalidated and unrated ones too
+VALIDATED = "validated.tsv"
+
+
+def _validated_clips(source: Path) -> set[str] | None:
+    """The file names of Common Voice's validated clips where `source` (a folder) or the folder above it has
+    validated.tsv; None where neither has (every clip listed is drawn from)."""
+    if not source.is_dir():
+        return None
+    found = next((folder / VALIDATED for folder in (source, source.parent) if (folder / VALIDATED).is_file()), None)
+    return None if found is None else set(pd.read_csv(found, sep="\t", usecols=["path"], quoting=3)["path"])
 
 
 def _listing(source: Path, extensions: tuple[str, ...]):

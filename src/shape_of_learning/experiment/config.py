@@ -22,7 +22,7 @@ from shape_of_learning import REPOSITORY
 from shape_of_learning.corpus import MODALITIES
 from shape_of_learning.experiment import results_root
 from shape_of_learning.cost.calibration import CALIBRATIONS
-from shape_of_learning.extraction import SPECIAL_TOKEN_POLICIES
+from shape_of_learning.extraction import POSITIONS_PER_ITEM, SPECIAL_TOKEN_POLICIES
 from shape_of_learning.extraction.shards import STORE_DTYPES
 from shape_of_learning.metrics.registry import METRICS
 from shape_of_learning.models import ARCHITECTURES
@@ -35,7 +35,6 @@ SCHEMAS = REPOSITORY / "workflow" / "schemas"
 CONFIG_SCHEMA, MODEL_SCHEMA = "config.schema.yaml", "model.schema.yaml"
 # Keys renamed: (the path of the key's mapping, its old name) -> its name now, refused before the schema, naming it
 RENAMED_KEYS = {((), "finetuning"): "rajaee_pilehvar", (("figures",), "by_modality"): "profile_by_modality"}
-IMAGE_EXTRACTION = ("positions_per_image",)  # extraction settings that change image models' shards only
 
 
 class ConfigError(ValueError):
@@ -144,11 +143,21 @@ def result_settings(value, where: str):
     return _canonical(value, schema, file)
 
 
-def extraction_settings(extraction: dict, modality: str) -> dict:
-    """`result_settings` of the config's `extraction` for a model of `modality` (its job's params): without the
-    settings of image models (`IMAGE_EXTRACTION`) for any other, so that changing one reruns image models only."""
-    settings = result_settings(extraction, "extraction")
-    return settings if modality == "image" else {k: v for k, v in settings.items() if k not in IMAGE_EXTRACTION}
+def positions_setting(config: dict, model: str, modality: str) -> str | None:
+    """The extraction setting that is k, the positions every layer of `model` (of `modality`) keeps per item
+    (`extraction.POSITIONS_PER_ITEM`): positions_per_image for every image model, positions_per_window for the text
+    models of the Godey figure, whose characters-against-subwords comparison needs the same windows per batch; None
+    for the others, text models keeping every token of their first windows (the Razzhigaev figures' protocol)."""
+    godey = config["figures"].get("profile_by_modality", {}).get("models", ())
+    return POSITIONS_PER_ITEM.get(modality) if modality != "text" or model in godey else None
+
+
+def extraction_settings(config: dict, model: str, modality: str) -> dict:
+    """`result_settings` of the config's `extraction` for `model` of `modality` (its job's params): of the settings
+    that are k per item, its own (`positions_setting`) only, so that changing one reruns only the models it sets."""
+    settings = result_settings(config["extraction"], "extraction")
+    own = positions_setting(config, model, modality)
+    return {key: value for key, value in settings.items() if key not in POSITIONS_PER_ITEM.values() or key == own}
 
 
 def _check_renamed_keys(config: dict) -> None:

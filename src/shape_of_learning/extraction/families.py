@@ -8,6 +8,7 @@ hold exactly the same weights (`extraction.loading`).
 """
 
 import math
+from contextlib import contextmanager
 from typing import NamedTuple
 
 NEXT_TOKEN, MASKED_LM = "next-token", "masked-lm"  # the two losses a checkpoint can report (extraction.loss)
@@ -63,8 +64,9 @@ def depth(config) -> int:
 
     Transformers: blocks (the embedding output is layer 0). CANINE: 16 = char embeddings, its initial char layer, the
     initial molecules, 12 deep layers, the upsampled projection and the final char layer. ResNet/ConvNeXt: stages
-    (layer 0 the stem's output); EfficientNet: MBConv blocks (16 in b0); SegFormer and CvT return their stages only,
-    so their layer 0 is stage 1's output.
+    (layer 0 the stem's output); EfficientNet: MBConv blocks (16 in b0); SegFormer returns its stages only, so its
+    layer 0 is stage 1's output; CvT is measured at every block (`HOOKED_BLOCKS`), so its layer 0 is the first
+    block's output (13 blocks in CvT-13: layers 0-12).
     """
     family = config.model_type
     if family == "canine":
@@ -78,18 +80,61 @@ def depth(config) -> int:
     if family == "segformer":
         return config.num_encoder_blocks - 1
     if family == "cvt":
-        return len(config.depth) - 1
+        return sum(config.depth) - 1
     if family == "efficientnet":
         return sum(math.ceil(config.depth_coefficient * repeats) for repeats in config.num_block_repeats)
     return config.num_hidden_layers
+
+
+def _cvt_feature_map(tokens, height: int, width: int):
+    """A CvT block's output (B, [CLS] + H * W, C) as its stage returns the last one: the feature map (B, C, H, W),
+    without stage 3's [CLS] token (`CvtStage.forward`)."""
+    return tokens[:, -height * width :].transpose(1, 2).reshape(len(tokens), -1, height, width)
+
+
+# Families whose forward pass returns fewer states than they have blocks, measured at every block through a forward
+# hook on each (the block's class, and its output as a state): CvtModel returns its 3 stage outputs only, and 10 of
+# CvT-13's 13 blocks lie inside stage 3. A block is called as block(hidden_state, height, width).
+HOOKED_BLOCKS = {"cvt": ("CvtLayer", lambda args, output: _cvt_feature_map(output, *args[1:]))}
+
+
+@contextmanager
+def block_states(model):
+    """Within it, a list that `model`'s forward passes fill with every block's output, in the order they run, for a
+    family of `HOOKED_BLOCKS`; None for any other (its `hidden_states` hold every block)."""
+    if model.config.model_type not in HOOKED_BLOCKS:
+        yield None
+        return
+    block, state = HOOKED_BLOCKS[model.config.model_type]
+    states = []
+    hooks = [
+        module.register_forward_hook(lambda _, args, output: states.append(state(args, output)))
+        for module in model.modules()
+        if type(module).__name__ == block
+    ]
+    try:
+        yield states
+    finally:
+        for hook in hooks:
+            hook.remove()
+
+
+# Families whose states float16 cannot hold, and why: auto gives them float32 where a GPU lacks bfloat16 (whose
+# exponent range is float32's), and float16 is refused (`loading.device_and_dtype`).
+FLOAT16_UNDERFLOWS = {
+    "efficientnet": "at transformers' initialisation its states shrink block by block below float16's smallest "
+    "value (batch-norm scales from N(0, 0.02)): a random-init baseline's blocks 2-10 would be zeros",
+}
 
 
 # Is hidden_states[-1] taken after the final norm, a norm that follows the last block only? transformers 5 ties the
 # last hidden state to `last_hidden_state` (`capture_outputs`), so pre-LN stacks record it after their final norm:
 # decoders, the T5 encoder (final_layer_norm), Whisper's encoder (layer_norm). wav2vec 2.0 and HuBERT opt out
 # (`capture_outputs(tie_last_hidden_states=False)`): even their pre-LN ("stable") variants record the last block's
-# output. Post-LN stacks have no final norm (BERT, CANINE); vision transformers and CNNs apply theirs, if any, to the
-# pooled output only (ViT, DeiT, BEiT, CvT and ConvNeXt's layernorm, EfficientNet's top_bn after its top_conv);
+# output. Post-LN stacks have no final norm (BERT, CANINE). The vision models record their last block's output before
+# any final norm (`capture_outputs(tie_last_hidden_states=False)`): ViT and DeiT apply their layernorm to the whole
+# sequence after it (BEiT too, or, with mean pooling, to the pooled output only), EfficientNet its top_conv and top_bn
+# to the whole last feature map; ConvNeXt's layernorm and CvtForImageClassification's norm the pooled output only;
 # SegFormer normalises every stage alike. Verified family by family against the models' own forward pass by
 # tests/test_extract.py (text) and tests/test_modality.py (the other families).
 _LAST_AFTER_FINAL_NORM = {

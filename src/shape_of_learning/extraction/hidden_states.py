@@ -23,9 +23,15 @@ from tqdm import tqdm
 from transformers import AutoConfig
 
 from shape_of_learning import network, paths
-from shape_of_learning.extraction import SPECIAL_TOKEN_POLICIES
+from shape_of_learning.extraction import POSITIONS_PER_ITEM, SPECIAL_TOKEN_POLICIES
 from shape_of_learning.extraction.batch_norm import at_defaults, batch_norms, estimate_statistics, estimation_chunks
-from shape_of_learning.extraction.families import MASKED_LM, NEXT_TOKEN, depth, last_layer_after_final_norm
+from shape_of_learning.extraction.families import (
+    MASKED_LM,
+    NEXT_TOKEN,
+    block_states,
+    depth,
+    last_layer_after_final_norm,
+)
 from shape_of_learning.extraction.fingerprint import Fingerprint
 from shape_of_learning.extraction.inputs import AudioInputs, ImageInputs, TextInputs, per_item_positions
 from shape_of_learning.extraction.loading import device_and_dtype, load_model, load_preprocessor
@@ -51,7 +57,7 @@ def extract(
     device: str = "auto",
     dtype: str = "auto",
     loss: dict | None = None,
-    positions_per_image: int | None = None,
+    positions_per_item: int | None = None,
 ) -> dict:
     """Write ``out_dir/layer_{0..L}.parquet`` with `n_tokens` token vectors each and return the job's manifest.
 
@@ -65,8 +71,10 @@ def extract(
     GPU lacks bf16) and float32 on CPU. A model larger than the free GPU memory loads with
     ``device_map="auto"``; a CUDA out-of-memory halves the batch and retries. `loss` (extraction.loss: tokens,
     mask_probability, seed; None or tokens 0: none) asks for the checkpoint's loss (`loss` module).
-    `positions_per_image` (extraction.positions_per_image) is k, the positions every layer of an image model keeps
-    per image, the same for every image model of a config (None: this model's fewest, for use outside the workflow).
+    `positions_per_item` is k, the positions every layer keeps per item: an image model's
+    extraction.positions_per_image, a text model's of the Godey figure extraction.positions_per_window, the same
+    for every such model of a config (`experiment.config.positions_setting`); None: a text model keeps every token of
+    its first windows, and an image model or CANINE its fewest positions per item (for use outside the workflow).
     Batch-norm layers that hold their default statistics get them from the items read, before the pass
     (`extraction.batch_norm`).
     """
@@ -74,18 +82,19 @@ def extract(
     _check_arguments(special_tokens, store_dtype, n_tokens, name)
     pin = _checked_pin(checkpoint, entry, pin, name)
     revision = pin["commit_sha"]  # None for local directories
-    device, dtype = device_and_dtype(entry["dtype"] or dtype, device)
     modality, exclude_special = entry["modality"], special_tokens == "exclude"
     config, layers = _checked_config(checkpoint, entry, revision, name)
+    device, dtype = device_and_dtype(entry["dtype"] or dtype, device, config.model_type)
     preprocessor = load_preprocessor(entry, checkpoint, revision)
     if modality == "text":  # tokenized before the weights load: a corpus too small fails in seconds
-        source = _text_inputs(items, preprocessor, config, entry, n_tokens, exclude_special, name)
+        source = _text_inputs(items, preprocessor, config, entry, n_tokens, exclude_special, positions_per_item, name)
     loaded = _load_weights(checkpoint, entry, pin, config, dtype, device, bool((loss or {}).get("tokens")), name)
     if modality != "text":  # an audio source reads the model's own feature encoder
         source = _media_inputs(modality, items, preprocessor, config, exclude_special, loaded.model)
-    next_token = NextTokenLoss(loss["tokens"], n_tokens) if loaded.loss_kind == NEXT_TOKEN else None
+    # the loss's tokens spread over every window planned: with k per window, over all their tokens
+    next_token = NextTokenLoss(loss["tokens"], source.kept_tokens) if loaded.loss_kind == NEXT_TOKEN else None
     body = loaded.model if next_token else loaded.model.base_model  # a masked-LM head has nothing to predict here
-    per_item = positions_per_image if modality == "image" else None  # else, where layers differ, the fewest
+    per_item = positions_per_item
     read = math.ceil(n_tokens / per_item) if per_item else len(source)
     statistics = _estimate_batch_norm(body, source, read, entry["batch_size"], loaded.device, dtype, name)
     metadata = _shard_metadata(checkpoint, revision, config, layers, n_tokens, dtype, special_tokens, name)
@@ -131,7 +140,14 @@ def _load_weights(
 
 
 def _text_inputs(
-    items: list, preprocessor, config, entry: dict, n_tokens: int, exclude_special: bool, name: str
+    items: list,
+    preprocessor,
+    config,
+    entry: dict,
+    n_tokens: int,
+    exclude_special: bool,
+    positions_per_window: int | None,
+    name: str,
 ) -> TextInputs:
     """The text windows to read, tokenized (`inputs.TextInputs`)."""
     return TextInputs(
@@ -142,6 +158,7 @@ def _text_inputs(
         max_length=entry["max_length"],
         exclude_special=exclude_special,
         name=name,
+        positions_per_window=positions_per_window,
     )
 
 
@@ -283,6 +300,7 @@ class _Pass:
         self.layers, self.n_tokens, self.per_item, self.name = layers, n_tokens, per_item, name
         self.filled = [0] * (layers + 1)
         self.start = self.used = self.items_used = 0
+        self.per_item_counts = []  # vectors kept of each item used, in order: the pairs of one item
         self.fingerprint = Fingerprint(layers + 1)
 
     def run(
@@ -335,6 +353,7 @@ class _Pass:
             "windows_used": self.used,
             "items_used": self.items_used,
             "positions_per_item": self.per_item,
+            "same_item_pair_share": self._same_item_pair_share(),
             "batch_size": batch_size,
             "seconds": round(seconds, 3),
             "tokens_per_second": round(self.n_tokens / seconds, 1),
@@ -362,7 +381,7 @@ class _Pass:
         if source.per_item:
             if self.start == 0:
                 self.per_item = _positions_per_item(
-                    [keep for _, keep, _ in views], self.per_item, source.unit, self.name
+                    [keep for _, keep, _ in views], self.per_item, source.modality, source.unit, self.name
                 )
             keeps = per_item_positions(
                 [keep for _, keep, _ in views], batch.items, self.per_item, self.n_tokens - self.filled[0]
@@ -376,7 +395,9 @@ class _Pass:
                 positions[: self.n_tokens - self.filled[layer]],
             )
             self.filled[layer] += len(rows)
-            self.items_used += len(rows.unique()) if layer == 0 else 0
+            if layer == 0:
+                self.items_used += len(rows.unique())
+                self.per_item_counts += rows.unique_consecutive(return_counts=True)[1].tolist()
             self.used = max(self.used, self.start + int(rows.max()) + 1 if len(rows) else 0)
             index = dict(
                 windows=batch.items[rows].numpy(),
@@ -388,6 +409,14 @@ class _Pass:
             kept.append((flat, index))
         self.start += len(batch.items)
         return kept
+
+    def _same_item_pair_share(self) -> float:
+        """The share of pairs of a layer's vectors that lie within one item (text window, image, clip), and so of the
+        pairs of a metrics batch drawn from them uniformly, whatever its size: 1 / share is about the items a batch's
+        pairs spread over. The same for every model that keeps the same k per item of the same budget."""
+        counts = torch.tensor(self.per_item_counts, dtype=torch.float64)
+        total = counts.sum()
+        return round(float((counts * (counts - 1)).sum() / (total * (total - 1))), 6) if total > 1 else 0.0
 
     def _check_complete(self, source) -> None:
         if min(self.filled) < self.n_tokens:
@@ -461,7 +490,7 @@ def _estimate_batch_norm(
     return {"batch_norm_layers": len(norms), "batch_norm_estimated": len(defaults), "batch_norm_items": items}
 
 
-def _positions_per_item(keeps: list[torch.Tensor], k: int | None, unit: str, name: str) -> int:
+def _positions_per_item(keeps: list[torch.Tensor], k: int | None, modality: str, unit: str, name: str) -> int:
     """k, the positions every layer keeps per item (`inputs.per_item_positions`), checked on the first item's
     candidates per layer (`keeps`, each (B, N)): `k` itself, or where None the fewest any layer has."""
     counts = [int(keep[0].sum()) for keep in keeps]
@@ -476,7 +505,7 @@ def _positions_per_item(keeps: list[torch.Tensor], k: int | None, unit: str, nam
     if fewest < k:
         raise ValueError(
             f"{name}: layer {counts.index(fewest)} has {fewest} positions per {unit[:-1]}, fewer than "
-            f"extraction.positions_per_image = {k}, which every image model of the config keeps; set "
+            f"extraction.{POSITIONS_PER_ITEM[modality]} = {k}, which every such model of the config keeps; set "
             f"it to at most {fewest}"
         )
     return k
@@ -494,9 +523,13 @@ def _forward_fitting(model, inputs: dict, batch_size: int):
 
 def _forward(model, inputs: dict):
     """The model's output: `hidden_states`, the embedding output and every block's, each (batch, length, D) or a
-    feature map (batch, C, H, W); and, with a head asked for some positions, their `logits`."""
-    with torch.inference_mode():
-        return model(**inputs, output_hidden_states=True)
+    feature map (batch, C, H, W), taken by hooks where the model returns fewer (`families.block_states`); and, with
+    a head asked for some positions, their `logits`."""
+    with torch.inference_mode(), block_states(model) as blocks:
+        outputs = model(**inputs, output_hidden_states=True)
+    if blocks is not None:
+        outputs.hidden_states = tuple(blocks)
+    return outputs
 
 
 def _kept(states: torch.Tensor, kept_rows: torch.Tensor) -> torch.Tensor:

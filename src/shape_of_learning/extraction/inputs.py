@@ -3,14 +3,17 @@
 The extractor asks an input source for batches: the forward pass's keyword arguments and, for each hidden state it
 returns, the token vectors that may be kept. Which of them are kept:
 
-- where every layer holds the same tokens (subword and byte text, speech), each layer keeps its first `n_tokens`, in
-  item order;
+- where every layer holds the same tokens (subword and byte text by default, speech), each layer keeps its first
+  `n_tokens`, in item order;
 - where layers hold different positions per item (images: a CNN's stem has 64x more positions than its last stage;
   CANINE: characters and 4-character molecules), taking the first `n_tokens` would measure early layers within a few
   items and late layers across hundreds. Such a source is `per_item`: every layer takes the same number k of
   positions from each of the same items (`per_item_positions`), so every layer is measured on the same items. For
   images k is `extraction.positions_per_image`, the same for every image model, so that same-image pairs are the
-  same share of every model's pairs (a ViT has 4x the positions of a CNN's last stage).
+  same share of every model's pairs (a ViT has 4x the positions of a CNN's last stage);
+- where models differ in tokens per item (text: a byte-level model reads about 5x the tokens of a subword model in
+  the same window), the text models of the Godey figure keep k = `extraction.positions_per_window` tokens of each
+  window, drawn the same way, so that same-window pairs are the same share of every one's pairs.
 
 - text: the tokenizer's ids; padding is never kept, special tokens ([CLS], BOS, ...) only with
   ``special_tokens: include``. CANINE's 12 deep layers run on "molecules" (4 characters each): a molecule is a token,
@@ -48,7 +51,8 @@ def as_tokens(states: torch.Tensor) -> torch.Tensor:
 
 
 class TextInputs:
-    """The first windows that hold the token budget (`plan_windows`), right-padded per batch.
+    """The first windows that hold the token budget (`plan_windows`), right-padded per batch; with
+    `positions_per_window` k (`per_item`), the first windows of at least k tokens, k to be drawn from each.
 
     CANINE (`per_item`, `solo`) reads characters in its outer layers and molecules in its 12 deep layers
     (modeling_canine.py `CharactersToMolecules.forward`: molecule 0 is [CLS]'s character vector, molecule j >= 1 a
@@ -59,26 +63,43 @@ class TextInputs:
     molecule, so its vectors would depend on the windows beside it.
     """
 
-    unit = "windows"
+    unit, modality = "windows", "text"
 
     def __init__(
-        self, windows: list[str], tokenizer, config, *, n_tokens: int, max_length: int, exclude_special: bool, name: str
+        self,
+        windows: list[str],
+        tokenizer,
+        config,
+        *,
+        n_tokens: int,
+        max_length: int,
+        exclude_special: bool,
+        name: str,
+        positions_per_window: int | None = None,
     ):
         self.rate = config.downsampling_rate if config.model_type == "canine" else None
-        self.per_item = self.solo = self.rate is not None
-        if self.per_item:
+        self.solo = self.rate is not None
+        self.per_item = self.solo or positions_per_window is not None
+        if self.solo:
             self.windows, self.tokenizer, self.max_length = windows, tokenizer, max_length
             self.exclude_special = exclude_special
         else:
-            self.plan = plan_windows(tokenizer, windows, n_tokens, max_length, exclude_special, name)
+            self.plan = plan_windows(
+                tokenizer, windows, n_tokens, max_length, exclude_special, name, per_window=positions_per_window
+            )
         self.pad_id = pad_id(tokenizer)
 
     def __len__(self):
-        return len(self.windows) if self.per_item else len(self.plan)
+        return len(self.windows) if self.solo else len(self.plan)
+
+    @property
+    def kept_tokens(self) -> int:
+        """The planned windows' candidate tokens: `n_tokens`, or with k per window all of theirs (k of each kept)."""
+        return sum(len(kept) for _, _, kept in self.plan)
 
     def rows(self, start: int, size: int) -> list[tuple[int, list[int], list[int]]]:
         """(window index, token ids, kept positions) of the batch's windows."""
-        if not self.per_item:
+        if not self.solo:
             return self.plan[start : start + size]
         encoded = self.tokenizer(
             self.windows[start],
@@ -121,7 +142,7 @@ class ImageInputs:
     same positions per layer, but layers differ (`per_item`); images in a batch do not meet (attention is within an
     image, batch norms run in eval mode), so they are batched."""
 
-    unit = "images"
+    unit, modality = "images", "image"
     per_item, solo = True, False
 
     def __init__(self, images: list[bytes], processor, config, exclude_special: bool):
@@ -164,7 +185,7 @@ class AudioInputs:
     padded length and attend to padded frames, so each clip runs alone (`solo`).
     """
 
-    unit = "clips"
+    unit, modality = "clips", "audio"
     per_item = False
 
     def __init__(self, clips: list[bytes], feature_extractor, model):
@@ -212,10 +233,19 @@ class AudioInputs:
 
 
 def plan_windows(
-    tokenizer, windows: list[str], n_tokens: int, max_length: int, exclude_special: bool, name: str, chunk: int = 256
+    tokenizer,
+    windows: list[str],
+    n_tokens: int,
+    max_length: int,
+    exclude_special: bool,
+    name: str,
+    chunk: int = 256,
+    per_window: int | None = None,
 ) -> list[tuple[int, list[int], list[int]]]:
     """(window index, token ids, kept positions) for the first windows that together hold exactly `n_tokens` kept
-    tokens; the last window's kept positions are cut to meet the budget. Tokenizes only as far as needed."""
+    tokens; the last window's kept positions are cut to meet the budget. With `per_window` k: the first
+    ceil(n_tokens / k) windows of at least k kept tokens (a shorter one is skipped), their kept positions whole, k of
+    each to be drawn (`per_item_positions`). Tokenizes only as far as needed."""
     planned, total = [], 0
     for first in range(0, len(windows), chunk):
         encoded = tokenizer(
@@ -226,17 +256,22 @@ def plan_windows(
             return_attention_mask=False,
         )
         for offset, (ids, special) in enumerate(zip(encoded["input_ids"], encoded["special_tokens_mask"])):
-            kept = kept_positions(special, exclude_special)[: n_tokens - total]
-            if kept:
-                planned.append((first + offset, ids, kept))
-                total += len(kept)
+            kept = kept_positions(special, exclude_special)
+            if per_window and len(kept) < per_window:
+                continue
+            take = min(per_window or len(kept), n_tokens - total)
+            if take:
+                planned.append((first + offset, ids, kept if per_window else kept[:take]))
+                total += take
             if total == n_tokens:
                 return planned
     policy = "excluded" if exclude_special else "included"
+    usable = f"{len(planned)} windows of at least {per_window} tokens" if per_window else f"{total} usable tokens"
+    smaller = "a smaller token budget or extraction.positions_per_window" if per_window else "a smaller token budget"
     raise ValueError(
-        f"{name}: the {len(windows)} windows hold {total} usable tokens (max_length {max_length}, "
-        f"special tokens {policy}), fewer than the budget n_tokens={n_tokens}; give more windows, "
-        "longer windows (raise max_length if they are truncated), or a smaller token budget"
+        f"{name}: the {len(windows)} windows hold {usable} (max_length {max_length}, special tokens {policy}), "
+        f"fewer than the budget n_tokens={n_tokens} needs; give more windows, longer windows (raise max_length if "
+        f"they are truncated), or {smaller}"
     )
 
 

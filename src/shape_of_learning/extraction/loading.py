@@ -21,7 +21,13 @@ import torch
 from accelerate.utils import get_max_memory
 
 from shape_of_learning import network
-from shape_of_learning.extraction.families import component, model_class, outside_hidden_states, random_model
+from shape_of_learning.extraction.families import (
+    FLOAT16_UNDERFLOWS,
+    component,
+    model_class,
+    outside_hidden_states,
+    random_model,
+)
 from shape_of_learning.models.checkpoints import Checkpoint, tokenizer_location
 
 logger = logging.getLogger(__name__)
@@ -43,15 +49,21 @@ def load_preprocessor(entry: dict, checkpoint: Checkpoint, revision: str | None)
     )
 
 
-def device_and_dtype(dtype: str, device: str) -> tuple[str, torch.dtype]:
+def device_and_dtype(dtype: str, device: str, family: str | None = None) -> tuple[str, torch.dtype]:
+    """The device and forward-pass dtype: `auto` is float32 on CPU and bfloat16 on CUDA, else float16, or float32 for
+    a family whose states float16 cannot hold (`families.FLOAT16_UNDERFLOWS`), for which float16 is refused."""
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if dtype == "auto":
         if not device.startswith("cuda"):
             return device, torch.float32
-        return device, torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        if torch.cuda.is_bf16_supported():
+            return device, torch.bfloat16
+        return device, torch.float32 if family in FLOAT16_UNDERFLOWS else torch.float16
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be 'auto' or one of {sorted(DTYPES)}, got {dtype!r}")
+    if dtype == "float16" and family in FLOAT16_UNDERFLOWS:
+        raise ValueError(f"dtype float16 is refused for {family}: {FLOAT16_UNDERFLOWS[family]}; use float32 or auto")
     return device, DTYPES[dtype]
 
 

@@ -43,6 +43,7 @@ def plan_figures(kind: str, entry: dict | list, config: dict) -> list[Figure]:
             "layer_average_over": config["figures"]["layer_average"],
             "groups": {model: model_group(config["models"][model]) for model in figure.models},
             "standard_errors": config["health"]["standard_errors"],
+            "positions_per_window": config["extraction"]["positions_per_window"],
         }
         taken = inspect.signature(spec.draw).parameters
         figures.append(Figure(figure.name, kind, arguments | {k: v for k, v in settings.items() if k in taken}, target))

@@ -37,6 +37,7 @@ def profile_by_modality(
     groups: dict[str, dict],
     metrics: list[str],
     random_init_seed: int,
+    positions_per_window: int | None,
     models: Iterable[str] | None = None,
     flagged: str,
 ) -> matplotlib.figure.Figure:
@@ -50,7 +51,8 @@ def profile_by_modality(
     initialisation and in the centred cosine (the mean vector removed), not against zero.
 
     `groups` maps each model to ``{"modality": ..., "group": ...}`` (`model_group`), which sets its panel and line
-    style. Bands mean +- std across batches; y shared within a metric's row. The final checkpoint is chosen among
+    style. `positions_per_window` (extraction.positions_per_window) is how text was sampled, said in the caption.
+    Bands mean +- std across batches; y shared within a metric's row. The final checkpoint is chosen among
     those whose weights are their own, as in `anisotropy_by_layer`; the initialisation is `rows.initial_checkpoints`'s.
     """
     rows = select(summary, metrics, models, baselines=True)
@@ -76,7 +78,13 @@ def profile_by_modality(
     figure.suptitle(
         "Across layers by modality, trained and at initialisation: transformers vs CNNs, characters vs subwords"
     )
-    footnote(figure, rows, noted, flagged, initialisation_text(initial, random_init_seed))
+    footnote(
+        figure,
+        rows,
+        noted,
+        flagged,
+        " ".join([initialisation_text(initial, random_init_seed), text_sampling_text(positions_per_window)]),
+    )
     return save(figure, out_png, out_pdf)
 
 
@@ -102,6 +110,20 @@ def _draw_model(ax, model: str, group: str, colour, finals: pd.DataFrame, initia
         label=f"_{model} at initialisation",
         **style,
         **BASELINE_STYLE,
+    )
+
+
+def text_sampling_text(positions_per_window: int | None) -> str:
+    """How the text models' tokens were sampled: k per window for all, or every token of the first windows."""
+    if positions_per_window is None:
+        return (
+            "Text: every token of the first windows, so a byte-level model's vectors come from fewer windows than a "
+            "subword model's, as many times fewer as it has more tokens per window (extraction.positions_per_window: "
+            "null)."
+        )
+    return (
+        f"Text: {positions_per_window} tokens drawn from each window by every model (extraction.positions_per_window), "
+        "so every model's vectors come from the same number of windows."
     )
 
 

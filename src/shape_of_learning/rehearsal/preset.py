@@ -43,7 +43,9 @@ SCALE = {
     # SegFormer's last stage is one position: each image gives one position per layer
     "image_corpus": {"local_path": f"{FOLDER}/imagenet/ILSVRC2012_img_val.tar", "count": 600},
     "audio_corpus": {"local_path": f"{FOLDER}/common_voice_en/clips", "count": 20},
-    "extraction": {"positions_per_image": 1},
+    # and every text twin of the Godey figure 16 tokens of each 256-character window, which subword tokenizers cut
+    # into about 50
+    "extraction": {"positions_per_image": 1, "positions_per_window": 16},
     "windows": {"count": 64, "chars": 256},
     "metrics": {"batch_size": 256, "batches": 2},
     "cost": {"calibration": "cpu", "gpus": 2},
