@@ -6,14 +6,14 @@ import subprocess
 
 from shape_of_learning.experiment.slurm_jobs import listing, target_jobs, what_it_runs
 
-# A group job's batch script as sbatch --wrap keeps it: the plugin's Snakemake command, quoted as
-# snakemake_interface_executor_plugins.utils.format_cli_arg quotes --target-jobs
+# A group job's batch script as sbatch --wrap keeps it (`scontrol write batch_script`, SLURM 22.05): the plugin's
+# Snakemake command, its jobs in no fixed order, quoted as snakemake_interface_executor_plugins' format_cli_arg does
 GROUP_SCRIPT = """#!/bin/sh
 # This script was created by sbatch --wrap.
 
 /venv/bin/python3 -m snakemake --snakefile /work/Snakefile --target-jobs \
-'extract_hidden_states:model=pythia-70m,checkpoint=step1000' \
 'measure_layers:model=pythia-70m,checkpoint=step1000,layer_group=0-1' \
+'extract_hidden_states:model=pythia-70m,checkpoint=step1000' \
 'measure_layers:model=pythia-70m,checkpoint=step1000,layer_group=2-3' \
 'measure_layers:model=pythia-70m,checkpoint=step1000,layer_group=4-6' --allowed-rules extract_hidden_states \
 measure_layers --cores all --attempt 1 --force-use-threads --wait-for-files /work/results/lock/pythia-70m/step1000.json
@@ -22,8 +22,8 @@ measure_layers --cores all --attempt 1 --force-use-threads --wait-for-files /wor
 
 def test_a_group_job_is_named_by_its_checkpoint_and_rules():
     targets = target_jobs(GROUP_SCRIPT.replace("\\\n", ""))
-    assert targets[0] == ("extract_hidden_states", {"model": "pythia-70m", "checkpoint": "step1000"})
-    assert [wildcards["layer_group"] for rule, wildcards in targets[1:]] == ["0-1", "2-3", "4-6"]
+    assert targets[1] == ("extract_hidden_states", {"model": "pythia-70m", "checkpoint": "step1000"})
+    assert [w["layer_group"] for rule, w in targets if rule == "measure_layers"] == ["0-1", "2-3", "4-6"]
     assert what_it_runs(targets) == "pythia-70m/step1000: extract_hidden_states, measure_layers x3"
 
 

@@ -28,15 +28,17 @@ def target_jobs(batch_script: str) -> list[tuple[str, dict[str, str]]]:
 
 
 def what_it_runs(targets: list[tuple[str, dict[str, str]]]) -> str:
-    """One line for a SLURM job: the model and checkpoint its jobs share, if any, then its rules, each with a count
-    where it runs several ("pythia-70m/step1000: extract_hidden_states, measure_layers x3")."""
+    """One line for a SLURM job: the model and checkpoint its jobs share, if any, then its rules in alphabetical
+    order, each with a count where it runs several ("pythia-70m/step1000: extract_hidden_states, measure_layers
+    x3")."""
     if not targets:
         return "?"
     shared = {key: value for key, value in targets[0][1].items() if all(w.get(key) == value for _, w in targets)}
     subject = "/".join(shared[key] for key in ("model", "checkpoint") if key in shared) or ",".join(
         f"{key}={value}" for key, value in shared.items()
     )
-    rules = ", ".join(f"{rule} x{n}" if n > 1 else rule for rule, n in Counter(rule for rule, _ in targets).items())
+    counts = sorted(Counter(rule for rule, _ in targets).items())  # the batch script lists them in no fixed order
+    rules = ", ".join(f"{rule} x{n}" if n > 1 else rule for rule, n in counts)
     return f"{subject}: {rules}" if subject else rules
 
 
