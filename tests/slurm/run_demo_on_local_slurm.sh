@@ -85,21 +85,22 @@ done
 echo "${failing[*]}: each failed on its first attempt and the run completed by the retries"
 
 # A group job killed after its extraction, with the main process (a user's session lost, a node gone): the same
-# command, run again, completes. One checkpoint's results removed, its last metrics job waits on its first attempt
-# (a test switch) until the main process is stopped as a user stops it, then the same command again.
-stalled="measure_layers:demo-pythia/step40/$last_group"
-rm "$workdir/results/manifests/demo-pythia/step40.json" "$workdir"/results/metrics/demo-pythia/step40/*.parquet
+# command, run again, completes. One checkpoint's lock touched (its input changed: its group job and what depends on
+# it run again), its last metrics job waits on its first attempt (a test switch) until the main process is stopped as
+# a user stops it, then the same command again.
+stalled="measure_layers:demo-pythia/step4/$last_group"
+touch "$workdir/results/lock/demo-pythia/step4.json"
 ( cd "$repo" && SHAPE_OF_LEARNING_STALL_FIRST_ATTEMPT=$stalled "${slurm_run[@]}" > "$workdir/killed.out" 2>&1 ) &
 main=$!
 for _ in $(seq 600); do
-    grep -qs "$stalled: stalled on its first attempt" "$workdir"/logs/measure_layers/demo-pythia/step40/*.log && break
+    grep -qs "$stalled: stalled on its first attempt" "$workdir"/logs/measure_layers/demo-pythia/step4/*.log && break
     sleep 1
 done
-grep -qs "$stalled: stalled" "$workdir"/logs/measure_layers/demo-pythia/step40/*.log \
+grep -qs "$stalled: stalled" "$workdir"/logs/measure_layers/demo-pythia/step4/*.log \
     || { tail -n 30 "$workdir/killed.out" >&2; echo "FAIL: $stalled never started" >&2; exit 1; }
 # squeue's names are the run's id: `jobs` names each job by what it runs, from its batch script
 queue=$(.venv/bin/python -m shape_of_learning jobs)
-grep -qP "\tRUNNING\t.*\tdemo-pythia/step40: extract_hidden_states, measure_layers" <<< "$queue" \
+grep -qP "\tRUNNING\t.*\tdemo-pythia/step4: extract_hidden_states, measure_layers" <<< "$queue" \
     || { echo "FAIL: python -m shape_of_learning jobs does not name the running group job:"$'\n'"$queue" >&2; exit 1; }
 echo "python -m shape_of_learning jobs, while $stalled waits:"$'\n'"$queue"
 kill -TERM "$main"; wait "$main" || true
