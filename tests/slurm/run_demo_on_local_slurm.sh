@@ -84,13 +84,13 @@ done
     || { echo "FAIL: the failed jobs were not retried: $workdir/snakemake.out" >&2; exit 1; }
 echo "${failing[*]}: each failed on its first attempt and the run completed by the retries"
 
-# A group job killed after its extraction, with the main process (a user's session lost, a node gone): the same
-# command, run again, completes. One checkpoint's lock touched (its input changed: its group job and what depends on
-# it run again), its last metrics job waits on its first attempt (a test switch) until the main process is stopped as
-# a user stops it, then the same command again.
+# A group job killed after its extraction, with the main process (a session lost; SIGTERM would have Snakemake wait for
+# its running jobs): what docs/cluster.md says to do then completes the run: list the jobs left running, scancel them,
+# unlock, and the same command again. One checkpoint's lock touched (its input changed: its group job and what depends
+# on it run again), its last metrics job waits on its first attempt (a test switch) until the main process is killed.
 stalled="measure_layers:demo-pythia/step4/$last_group"
 touch "$workdir/results/lock/demo-pythia/step4.json"
-( cd "$repo" && SHAPE_OF_LEARNING_STALL_FIRST_ATTEMPT=$stalled "${slurm_run[@]}" > "$workdir/killed.out" 2>&1 ) &
+env SHAPE_OF_LEARNING_STALL_FIRST_ATTEMPT=$stalled "${slurm_run[@]}" > "$workdir/killed.out" 2>&1 &
 main=$!
 for _ in $(seq 600); do
     grep -qs "$stalled: stalled on its first attempt" "$workdir"/logs/measure_layers/demo-pythia/step4/*.log && break
@@ -98,17 +98,18 @@ for _ in $(seq 600); do
 done
 grep -qs "$stalled: stalled" "$workdir"/logs/measure_layers/demo-pythia/step4/*.log \
     || { tail -n 30 "$workdir/killed.out" >&2; echo "FAIL: $stalled never started" >&2; exit 1; }
+kill -KILL "$main"; wait "$main" 2>/dev/null || true
 # squeue's names are the run's id: `jobs` names each job by what it runs, from its batch script
 queue=$(.venv/bin/python -m shape_of_learning jobs)
 grep -qP "\tRUNNING\t.*\tdemo-pythia/step4: extract_hidden_states, measure_layers" <<< "$queue" \
     || { echo "FAIL: python -m shape_of_learning jobs does not name the running group job:"$'\n'"$queue" >&2; exit 1; }
-echo "python -m shape_of_learning jobs, while $stalled waits:"$'\n'"$queue"
-kill -TERM "$main"; wait "$main" || true
-scancel --user "$(id -un)"  # what the main process left running, as a user's scancel would
+echo "python -m shape_of_learning jobs, once the main process was killed:"$'\n'"$queue"
+scancel --user "$(id -un)"
 for _ in $(seq 60); do [ -z "$(squeue --noheader --user "$(id -un)")" ] && break; sleep 1; done
+"${slurm_run[@]}" --unlock > /dev/null 2>&1
 run "$workdir" env SHAPE_OF_LEARNING_STALL_FIRST_ATTEMPT=$stalled "${slurm_run[@]}"
 .venv/bin/python -m shape_of_learning verify "${presets[@]}" --directory "$workdir"
-echo "$stalled's group job killed after its extraction; the same command, run again, completed in $seconds s"
+echo "$stalled's group job killed after its extraction with the main process; the same command, run again, completed"
 
 # At some second, two jobs holding a GPU each were running: the cluster was not capped at one GPU job.
 most=$(sort -k2,2n "$workdir/gpu_jobs_running.txt" | tail -1 | cut -d' ' -f2)
