@@ -29,6 +29,7 @@ from test_extract import MINILM
 from test_modality import save
 
 # real English news text shipped in gensim's wheel, cut into windows as the corpus stage cuts enwik8
+REPO = Path(__file__).resolve().parents[1]
 TINY_WIDTH = dict(num_attention_heads=2, intermediate_size=64)
 NEWS = " ".join((Path(gensim.__file__).parent / "test" / "test_data" / "lee_background.cor").read_text().split())
 
@@ -163,7 +164,7 @@ def test_k_per_window_plans_the_first_windows_of_at_least_k_tokens(lengths, k, n
 def test_the_godey_figure_s_text_models_share_k_per_window_and_the_others_keep_their_protocol():
     """In the paper's config every text model of the Godey figure (BERT and GPT-2, in Figure 1 too) reads 128 tokens
     per window; a text model only in the Razzhigaev figures keeps every token; image models their k per image."""
-    config = load_config(Path("config.yaml"))
+    config = load_config(REPO / "config.yaml")  # not the working directory: another test module may have changed it
     godey = config["figures"]["profile_by_modality"]["models"]
     text = [model for model in godey if config["models"][model]["modality"] == "text"]
     assert {"byt5-small", "canine-s", "t5-base", "bert-base-uncased", "gpt2"} <= set(text)
