@@ -86,18 +86,21 @@ echo "${failing[*]}: each failed on its first attempt and the run completed by t
 
 # A group job killed after its extraction, with the main process (a session lost; SIGTERM would have Snakemake wait for
 # its running jobs): what docs/cluster.md says to do then completes the run: list the jobs left running, scancel them,
-# unlock, and the same command again. One checkpoint's lock touched (its input changed: its group job and what depends
-# on it run again), its last metrics job waits on its first attempt (a test switch) until the main process is killed.
+# unlock, and the same command again. In a working directory of its own, one checkpoint's metrics as the target: its
+# metrics job waits on its first attempt (a test switch) until the main process is killed.
+killed=$(mktemp -d /tmp/slurm-demo-killed.XXXXXX)
 stalled="measure_layers:demo-pythia/step4/$last_group"
-touch "$workdir/results/lock/demo-pythia/step4.json"
-env SHAPE_OF_LEARNING_STALL_FIRST_ATTEMPT=$stalled "${slurm_run[@]}" > "$workdir/killed.out" 2>&1 &
+target=(.venv/bin/snakemake --profile profiles/slurm --profile tests/slurm/profile --configfile "${presets[@]}"
+        --config scratch="$scratch" scratch_request=True --directory "$killed"
+        results/metrics/demo-pythia/step4/layer_$last_group.parquet)
+env SHAPE_OF_LEARNING_STALL_FIRST_ATTEMPT=$stalled "${target[@]}" > "$killed/killed.out" 2>&1 &
 main=$!
-for _ in $(seq 600); do
-    grep -qs "$stalled: stalled on its first attempt" "$workdir"/logs/measure_layers/demo-pythia/step4/*.log && break
+for _ in $(seq 900); do
+    grep -qs "$stalled: stalled on its first attempt" "$killed"/logs/measure_layers/demo-pythia/step4/*.log && break
     sleep 1
 done
-grep -qs "$stalled: stalled" "$workdir"/logs/measure_layers/demo-pythia/step4/*.log \
-    || { tail -n 30 "$workdir/killed.out" >&2; echo "FAIL: $stalled never started" >&2; exit 1; }
+grep -qs "$stalled: stalled" "$killed"/logs/measure_layers/demo-pythia/step4/*.log \
+    || { tail -n 30 "$killed/killed.out" >&2; echo "FAIL: $stalled never started" >&2; exit 1; }
 kill -KILL "$main"; wait "$main" 2>/dev/null || true
 # squeue's names are the run's id: `jobs` names each job by what it runs, from its batch script
 queue=$(.venv/bin/python -m shape_of_learning jobs)
@@ -106,10 +109,11 @@ grep -qP "\tRUNNING\t.*\tdemo-pythia/step4: extract_hidden_states, measure_layer
 echo "python -m shape_of_learning jobs, once the main process was killed:"$'\n'"$queue"
 scancel --user "$(id -un)"
 for _ in $(seq 60); do [ -z "$(squeue --noheader --user "$(id -un)")" ] && break; sleep 1; done
-"${slurm_run[@]}" --unlock > /dev/null 2>&1
-run "$workdir" env SHAPE_OF_LEARNING_STALL_FIRST_ATTEMPT=$stalled "${slurm_run[@]}"
-.venv/bin/python -m shape_of_learning verify "${presets[@]}" --directory "$workdir"
-echo "$stalled's group job killed after its extraction with the main process; the same command, run again, completed"
+"${target[@]}" --unlock > /dev/null 2>&1
+run "$killed" env SHAPE_OF_LEARNING_STALL_FIRST_ATTEMPT=$stalled "${target[@]}"
+[ -s "$killed/results/metrics/demo-pythia/step4/layer_$last_group.parquet" ] \
+    || { echo "FAIL: the same command did not make $stalled's output" >&2; exit 1; }
+echo "$stalled's group job killed after its extraction with the main process; the same command, run again, made it"
 
 # At some second, two jobs holding a GPU each were running: the cluster was not capped at one GPU job.
 most=$(sort -k2,2n "$workdir/gpu_jobs_running.txt" | tail -1 | cut -d' ' -f2)
@@ -122,6 +126,6 @@ placed=$(grep -h -o "shards in .*" "$workdir"/logs/extract_hidden_states/*/*.log
 echo "shards of $(wc -l <<< "$placed") extractions, e.g. $(head -1 <<< "$placed")"
 elsewhere=$(grep -v "^shards in $scratch/.*: tmpfs at $scratch," <<< "$placed" || true)
 [ -z "$elsewhere" ] || { echo "FAIL: shards not on the node's scratch $scratch:"$'\n'"$elsewhere" >&2; exit 1; }
-left=$(find "$scratch" "$workdir" -path '*/embeddings/*/*' | head -3)  # a checkpoint's folder, or a shard in one
+left=$(find "$scratch" "$workdir" "$killed" -path '*/embeddings/*/*' | head -3)  # a checkpoint's folder, or a shard
 [ -z "$left" ] || { echo "FAIL: shard folders left behind, e.g.:"$'\n'"$left" >&2; exit 1; }
 echo "every checkpoint's shards on the node's scratch ($scratch, tmpfs), no shard folder left behind"
