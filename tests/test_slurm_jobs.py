@@ -11,12 +11,12 @@ from shape_of_learning.experiment.slurm_jobs import listing, target_jobs, what_i
 GROUP_SCRIPT = """#!/bin/sh
 # This script was created by sbatch --wrap.
 
-/venv/bin/python3 -m snakemake --snakefile /work/Snakefile --target-jobs \
+/home/me/shape-of-learning/.venv/bin/python3 -m snakemake --snakefile /home/me/shape-of-learning/Snakefile --target-jobs \
 'measure_layers:model=pythia-70m,checkpoint=step1000,layer_group=0-1' \
 'extract_hidden_states:model=pythia-70m,checkpoint=step1000' \
 'measure_layers:model=pythia-70m,checkpoint=step1000,layer_group=2-3' \
 'measure_layers:model=pythia-70m,checkpoint=step1000,layer_group=4-6' --allowed-rules extract_hidden_states \
-measure_layers --cores all --attempt 1 --force-use-threads --wait-for-files /work/results/lock/pythia-70m/step1000.json
+measure_layers --cores all --attempt 1 --force-use-threads --wait-for-files /home/me/shape-of-learning/results/lock/pythia-70m/step1000.json
 """
 
 

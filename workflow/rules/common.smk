@@ -244,10 +244,14 @@ def shards_output():
     return temp(directory(SHARDS), group_jobs=SCRATCH is not None)
 
 
+def weights_receipt(ckpt):
+    """A checkpoint's download receipt, where a download job fetches what loading it reads (models.download)."""
+    return paths.weights_receipt(ckpt.model, ckpt.name) if download.needed(ckpt, EXPERIMENT.models[ckpt.model]) else []
+
+
 def downloaded_weights(wildcards):
-    """A checkpoint's download receipt, where a download job fetches what its extraction reads (models.download)."""
-    ckpt = EXPERIMENT.checkpoint(wildcards.model, wildcards.checkpoint)
-    return paths.weights_receipt() if download.needed(ckpt, model_entry(wildcards)) else []
+    """What a checkpoint's extraction reads of the download jobs: its receipt (`weights_receipt`)."""
+    return weights_receipt(EXPERIMENT.checkpoint(wildcards.model, wildcards.checkpoint))
 
 
 def checkpoint_metrics(ckpt):
@@ -277,10 +281,9 @@ def download_gate(wildcards):
 
 
 def last_weights(model):
-    """The download receipt of a model's last checkpoint, where a download job fetches it: what Rajaee & Pilehvar's
-    fine-tunings and analyses load, offline, as extraction does (models.download)."""
-    ckpt = EXPERIMENT.last_checkpoint(model)
-    return paths.weights_receipt(model, ckpt.name) if download.needed(ckpt, EXPERIMENT.models[model]) else []
+    """The receipt of a model's last checkpoint (`weights_receipt`): what Rajaee & Pilehvar's fine-tunings and
+    analyses load, offline, as extraction does."""
+    return weights_receipt(EXPERIMENT.last_checkpoint(model))
 
 
 def finetuning_data(wildcards):

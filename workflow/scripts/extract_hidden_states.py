@@ -2,19 +2,17 @@ import json
 import logging
 from pathlib import Path
 
-from shape_of_learning import network
 from shape_of_learning.corpus import read_windows
 from shape_of_learning.corpus.media import read_media
 from shape_of_learning.experiment.config import positions_setting
 from shape_of_learning.extraction.hidden_states import extract
 from shape_of_learning.logs import filesystem, job_logging
-from shape_of_learning.models.download import check_receipt
+from shape_of_learning.models.download import read_cache_only
 from shape_of_learning.models.pinning import read_lock
 
 with job_logging(snakemake):
-    network.go_offline()  # the download job put every file it reads into the HF cache (models.download)
-    if receipt := snakemake.input.get("weights"):
-        check_receipt(receipt)  # what the download fetched is still in the cache: else a rerun downloads it again
+    receipt = snakemake.input.get("weights")
+    read_cache_only(receipt)  # the download job put every file it reads into the HF cache (models.download)
     model = snakemake.wildcards.model
     entry = snakemake.config["models"][model]
     modality = entry["modality"]

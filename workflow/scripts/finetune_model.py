@@ -2,17 +2,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from shape_of_learning import network, paths
+from shape_of_learning import paths
 from shape_of_learning.rajaee_pilehvar.plan import parse_reference
 from shape_of_learning.logs import job_logging
-from shape_of_learning.models.download import check_receipt
+from shape_of_learning.models.download import read_cache_only
 from shape_of_learning.models.pinning import read_lock
 from shape_of_learning.rajaee_pilehvar.finetuning import finetune
 
 with job_logging(snakemake):
-    network.go_offline()  # a download job put the base's files into the HF cache, as for extraction (models.download)
-    if receipt := snakemake.input.get("weights"):
-        check_receipt(receipt)
+    read_cache_only(snakemake.input.get("weights"))  # a download job put the base's files into the HF cache
     spec, base = snakemake.config["models"][snakemake.wildcards.model]["finetune"], snakemake.params.base
     lock = read_lock(snakemake.input.pin)
     dataset, split = parse_reference(spec["data"])

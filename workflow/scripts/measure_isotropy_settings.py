@@ -1,17 +1,15 @@
 import pandas as pd
 
-from shape_of_learning import network, paths
+from shape_of_learning import paths
 from shape_of_learning.rajaee_pilehvar.plan import parse_reference
 from shape_of_learning.logs import job_logging
-from shape_of_learning.models.download import check_receipt
+from shape_of_learning.models.download import read_cache_only
 from shape_of_learning.models.pinning import read_lock
 from shape_of_learning.rajaee_pilehvar.analysis import analyse
 from shape_of_learning.rajaee_pilehvar.datasets import drop_training_pairs
 
 with job_logging(snakemake):
-    network.go_offline()  # a download job put the model's files into the HF cache, as for extraction (models.download)
-    if receipt := snakemake.input.get("weights"):
-        check_receipt(receipt)
+    read_cache_only(snakemake.input.get("weights"))  # a download job put the model's files into the HF cache
     options, wildcards = snakemake.config["rajaee_pilehvar"], snakemake.wildcards
     pairs, dropped = drop_training_pairs(
         pd.read_parquet(paths.dataset_split(wildcards.dataset, wildcards.split)),

@@ -167,7 +167,7 @@ def missing_from_cache(receipt_file: str) -> list[str]:
 
 def check_receipt(receipt_file: str) -> None:
     """Raise StaleReceiptError, naming the receipt and what is gone, where the cache no longer holds what the receipt
-    lists (`missing_from_cache`): the extraction's check, before it loads anything."""
+    lists (`missing_from_cache`): the check of every job that loads a model, before it loads anything."""
     if missing := missing_from_cache(receipt_file):
         shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
         raise StaleReceiptError(
@@ -177,6 +177,15 @@ def check_receipt(receipt_file: str) -> None:
             "be on a filesystem both share). Nothing was loaded. Rerun snakemake: the download job runs again, as its "
             f"receipt no longer matches the cache (with --rerun-triggers that leave out params: delete {receipt_file})"
         )
+
+
+def read_cache_only(receipt_file: str | None) -> None:
+    """What a job that loads a model does first (extraction, fine-tuning, the isotropy analysis): read the Hugging Face
+    cache only from now on (`network.go_offline`), and, where a download job fetched its files, check that the
+    receipt still stands (`check_receipt`)."""
+    network.go_offline()
+    if receipt_file:
+        check_receipt(receipt_file)
 
 
 def verify(path: Path, recorded: str, what: str, lock_file: str = "the lock") -> None:
