@@ -1,8 +1,8 @@
 """The cost model (shape_of_learning.cost.device_time): a two-model run costed by hand with a round calibration, the
-committed model table behind a fresh clone's offline estimate, locks and local folders refining it, the wall time on N
+model facts behind a fresh clone's offline estimate, locks and local folders refining it, the wall time on N
 devices, and the paper's dry run printing it."""
 
-import csv
+import copy
 import json
 import os
 import re
@@ -17,21 +17,25 @@ from huggingface_hub import constants
 from safetensors.numpy import save_file
 
 from shape_of_learning.__main__ import main
-from shape_of_learning.cost import disk, model_sizes, model_table
 from shape_of_learning.cost import device_time as cost
+from shape_of_learning.cost import disk, model_sizes
 from shape_of_learning.cost.calibration import CALIBRATIONS, Calibration, write_rate
 from shape_of_learning.cost.model_sizes import ModelSize
 from shape_of_learning.experiment.config import ConfigError, load_config, validate_config
 from shape_of_learning.experiment.plan import plan
+from shape_of_learning.models import facts
 
 from hf_cache import add_revision
 from workflow_runs import run_snakemake
+
+import shipped
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"
 
 # 2 x 1000 FLOPs a token at 1000 tokens/s: 2e6 FLOP/s; writes: 100 bytes a token in 1/500 - 1/1000 s: 1e5 bytes/s;
-# a metrics batch of 4096 vectors: 1 s at width 100, 2 s at 300 (1.5 s at 200)
+# a metrics batch of 4096 vectors: 1 s at width 100, 2 s at 300 (1.5 s at 200); a worker's start-up, 64 s, is 1 s a
+# job on a workstation (64 jobs a worker), all of it each checkpoint's on a cluster
 ROUND = Calibration(
     device="GPU",
     measured="by hand",
@@ -39,8 +43,9 @@ ROUND = Calibration(
     bare_tokens_per_s={"float32": 1000},
     write_bytes_per_s=write_rate(100, (1000, 500)),
     load_bytes_per_s=1e6,
-    extraction_startup_s=10,
-    metrics_startup_s=5,
+    worker_startup_s=64,
+    extraction_job_s=9,
+    metrics_job_s=4,
     metrics_batch_s={100: 1.0, 300: 2.0},
 )
 TABLE = {
@@ -94,14 +99,14 @@ def test_two_models_cost_what_the_hand_computation_says(offline):
     assert a.terms["forward"].known == pytest.approx(2 * tokens * 2 * 2000 / 2e6)
     assert a.terms["writes"].known == pytest.approx(2 * tokens * 4 * 200 * 2 / 1e5)
     assert a.terms["metrics"].known == pytest.approx(2 * 4 * 2 * 1.5 * (2048 / 4096) ** 2)
-    assert a.terms["start-up"].known == pytest.approx(2 * (10 + 2 * 5))
+    assert a.terms["start-up"].known == pytest.approx(2 * (9 + 1 + 2 * (4 + 1)))
     assert (a.extractions, a.metrics_jobs) == (2, 4)
     # b: its checkpoint and its baseline, which downloads and loads nothing; 2 states of width 100, one job each
     assert (b.extractions, b.metrics_jobs) == (2, 2)
     assert (b.terms["downloading"].known, b.terms["loading"].known) == pytest.approx((0.5, 1.0))
     assert b.terms["forward"].known == pytest.approx(2 * tokens * 2 * 500 / 2e6)
     assert b.terms["metrics"].known == pytest.approx(2 * 2 * 2 * 1.0 / 4)
-    assert b.terms["start-up"].known == pytest.approx(2 * (10 + 5))
+    assert b.terms["start-up"].known == pytest.approx(2 * (9 + 1 + 4 + 1))
     # device time: every term but the download, which jobs of its own fetch beside the device's work
     assert a.total.known + b.total.known == pytest.approx(201.456 + 69.864)
     assert not (a.total.unknown or b.total.unknown)
@@ -159,12 +164,12 @@ def test_each_download_of_a_lane_waits_for_the_job_two_places_before_it_with_evi
 def test_a_cluster_job_asks_for_its_predicted_time_three_times_over_the_extraction_never_less_than_the_floor(
     offline, monkeypatch
 ):
-    """a's extraction: loading 4 s, forward 8.192 s, writes 65.536 s, start-up 10 s: 87.7 s, three times over: 5 min;
-    a metrics job of 2 layers at 0.75 s each and its 5 s start-up: 1 min, the floor not added again (its checkpoint's
-    group job asks for the sum). A model of unknown size gets the floor for each job."""
+    """a's extraction: loading 4 s, forward 8.192 s, writes 65.536 s, its 9 s and its group job's worker's start-up,
+    64 s: 150.7 s, three times over: 8 min; a metrics job of 2 layers at 0.75 s each and its 4 s: 1 min, the floor not
+    added again (its checkpoint's group job asks for the sum). A model of unknown size gets the floor for each job."""
     config = two_models()
     monkeypatch.setattr(cost, "RUNTIME_FLOOR_MIN", 1)
-    assert cost.runtime_min("a", plan(config), config, "extraction") == 5
+    assert cost.runtime_min("a", plan(config), config, "extraction") == 8
     assert cost.runtime_min("a", plan(config), config, "metrics") == 1
     monkeypatch.setattr(cost, "RUNTIME_FLOOR_MIN", 15)
     assert cost.runtime_min("a", plan(config), config, "extraction") == 15
@@ -210,14 +215,16 @@ def test_wall_time_is_never_below_the_download_over_the_configured_link(offline)
 
 def test_on_a_cluster_each_checkpoint_s_job_waits_its_submission_before_it_asks_for_a_device(offline):
     """4 submissions (a's 2 checkpoints, b's and its baseline) at 100 s each: every job startable 100 s after its
-    download, the devices free meanwhile: the workstation's schedule 100 s later. The device-hours are unchanged and a
-    workstation waits none."""
-    total = 201.456 + 69.864
+    download, the devices free meanwhile: the workstation's schedule 100 s later, each job with a worker's start-up of
+    its own (64 s, where a workstation's jobs pay 1 s each: a's 3 jobs 61 s more, b's 2 jobs 62 s). A workstation
+    waits none."""
+    total = 201.456 + 69.864 + 2 * 61 + 2 * 62
     run = estimate(two_models(gpus=2, submission_s=100), cluster=True)
     assert run.submissions == 4 and run.total.known == pytest.approx(total)
     assert run.wall(1).known == pytest.approx(100 + total)
-    assert run.wall(2).known == pytest.approx(100 + BASELINE_JOB + B_JOB + A_JOB)
-    assert run.wall(64).known == pytest.approx(2 + 0.5 + 2 + 100 + A_JOB)
+    # the baseline and a's first job take the devices; b's follows the baseline, a's second a's first, which ends last
+    assert run.wall(2).known == pytest.approx(2 + 100 + 2 * (A_JOB + 61))
+    assert run.wall(64).known == pytest.approx(2 + 0.5 + 2 + 100 + A_JOB + 61)
     assert "on a cluster: 4 submissions, each 2 min before its job starts" in cost.summary(run, two_models())
     workstation = estimate(two_models(gpus=2, submission_s=100))
     assert workstation.wall(2).known == pytest.approx(BASELINE_JOB + B_JOB + A_JOB)
@@ -231,7 +238,7 @@ def test_one_metrics_job_per_checkpoint_pays_each_start_up_once(offline):
     )
     assert [m.metrics_jobs for m in grouped.models] == [2 * 4, 2 * 2]
     assert [m.metrics_jobs for m in single.models] == [2, 2]
-    assert grouped.terms["start-up"].known - single.terms["start-up"].known == pytest.approx((8 + 4 - 4) * 5)
+    assert grouped.terms["start-up"].known - single.terms["start-up"].known == pytest.approx((8 + 4 - 4) * (4 + 1))
     assert grouped.terms["metrics"] == single.terms["metrics"]
 
 
@@ -275,57 +282,63 @@ def test_locks_and_local_folders_refine_the_table_and_what_none_knows_stays_unkn
     assert model_sizes.local(offline / "not-trained-yet") is None
 
 
-def test_the_committed_model_table_is_what_its_committed_configs_give():
-    """Every row regenerated from its published config.json fields (cost/model_configs.json, each with its source),
-    built on the meta device: T5, ByT5, Pythia, GPT-2, BERT and the rest (`python -m ...cost.model_table --check`)."""
-    assert model_table.differing(model_table.rows()) == []
+def test_the_committed_sizes_are_what_the_rows_config_fields_give():
+    """Every row's sizes rebuilt from its published config.json fields (models/facts.json, each with its source) on
+    the meta device: T5, ByT5, Pythia, GPT-2, BERT and the rest (`python -m shape_of_learning.models.facts check`)."""
+    assert facts.differing(facts.table()) == []
 
 
-def test_a_config_field_that_changes_a_count_or_a_missing_row_is_named():
-    with model_sizes.TABLE.open(newline="") as stream:
-        committed = list(csv.DictReader(stream))
-    pythia = model_table.published()["EleutherAI/pythia-70m"]
-    wider = model_table.row("EleutherAI/pythia-70m", {**pythia, "config": {**pythia["config"], "hidden_size": 1024}})
-    assert int(wider["parameters"]) > model_sizes.table()["EleutherAI/pythia-70m"].parameters
-    generated = [wider if row["hub_id"] == "EleutherAI/pythia-70m" else row for row in committed]
-    assert model_table.differing(generated) == ["EleutherAI/pythia-70m"]
-    assert model_table.differing(committed[1:]) == [committed[0]["hub_id"]]
+def test_a_config_field_that_changes_a_count_is_named_and_written_by_the_check(tmp_path, monkeypatch, capsys):
+    rows = copy.deepcopy(facts.table())
+    committed = rows["EleutherAI/pythia-70m"]["sizes"]
+    rows["EleutherAI/pythia-70m"]["config"]["hidden_size"] = 1024
+    monkeypatch.setenv(facts.TABLE_VARIABLE, str(tmp_path / "facts.json"))
+    facts.write(rows)
+    assert facts.main(["check"]) == 1
+    assert "the sizes of EleutherAI/pythia-70m differ from their config fields" in capsys.readouterr().err
+    assert facts.main(["check", "--write"]) == 0 and facts.main(["check"]) == 0
+    wider = facts.table()["EleutherAI/pythia-70m"]["sizes"]
+    assert wider["parameters"] > committed["parameters"] and (wider["hidden_size"], committed["hidden_size"]) == (
+        1024,
+        512,
+    )
 
 
 def test_t5_and_albert_counts_by_hand():
     """T5's encoder: its 12 blocks and final norm, the tied embedding left out once; ALBERT's one layer counted at
     each of its 12 uses, beside its 128-to-768 mapping and embedding norm."""
-    table, published = model_sizes.table(), model_table.published()
-    t5 = published["google-t5/t5-base"]["config"]
+    table, rows = model_sizes.table(), facts.table()
+    t5 = rows["google-t5/t5-base"]["config"]
     d, ff = t5["d_model"], t5["d_ff"]
     assert table["google-t5/t5-base"].forward_parameters == 12 * (4 * d * d + 2 * d * ff + 2 * d) + d
-    albert = published["albert/albert-base-v2"]["config"]
+    albert = rows["albert/albert-base-v2"]["config"]
     h, ff, e = albert["hidden_size"], albert["intermediate_size"], albert["embedding_size"]
     layer = 4 * (h * h + h) + 2 * h + (h * ff + ff) + (ff * h + h) + 2 * h
     assert table["albert/albert-base-v2"].forward_parameters == 12 * layer + (e * h + h) + 2 * e
 
 
-def test_the_committed_table_sizes_every_configured_hub_model_offline(tmp_path, monkeypatch):
+def test_the_committed_sizes_price_every_shipped_hub_model_offline(tmp_path, monkeypatch):
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
-    config = load_config(REPO / "config.yaml")
-    with model_sizes.TABLE.open(newline="") as stream:
-        rows = {row["hub_id"]: row for row in csv.DictReader(stream)}
-    hub = {entry["hub_id"] for entry in config["models"].values() if "hub_id" in entry}
+    config = load_config(REPO / "config.yaml")  # with any model a user added: the shipped ones are checked
+    rows = facts.table()
+    hub = {entry["hub_id"] for name, entry in config["models"].items() if "hub_id" in entry and name in shipped.MODELS}
     assert hub <= set(rows), hub - set(rows)
-    for row in rows.values():  # bytes as parameters x bytes of the dtype, within the buffers a note names
-        itemsize = {"float32": 4, "float16": 2, "bfloat16": 2}[row["weights_dtype"]]
-        assert 0.95 < int(row["weight_bytes"]) / (int(row["parameters"]) * itemsize) < 1.2, row["hub_id"]
-        assert row["source"].startswith("https://huggingface.co/") and row["checked"] in model_sizes.CHECKED
+    for hub_id, row in rows.items():  # bytes as parameters x bytes of the dtype, within the buffers a note names
+        if "sizes" in row:
+            itemsize = {"float32": 4, "float16": 2, "bfloat16": 2}[row["weights_dtype"]]
+            assert 0.95 < row["sizes"]["weight_bytes"] / (row["sizes"]["parameters"] * itemsize) < 1.2, hub_id
+            assert row["weights_source"].startswith("https://huggingface.co/"), hub_id
     run = estimate(config)
-    assert not run.total.unknown  # every term known on a fresh clone, offline
+    models = [m for m in run.models if m.model.split("-seed")[0] in shipped.MODELS]
+    assert models and not any(m.total.unknown for m in models)  # every term known on a fresh clone, offline
     # the paper's download: each hub checkpoint at its model's row (its own repository's, for TinyLlama's)
     downloads = sum(
-        int(rows[entry["hub_id"]]["weight_bytes"]) * len(plan(config).checkpoints[name])
+        rows[entry["hub_id"]]["sizes"]["weight_bytes"] * len(plan(config).checkpoints[name])
         for name, entry in plan(config).models.items()
-        if "hub_id" in entry
+        if "hub_id" in entry and name in shipped.MODELS
     )
-    assert sum(m.download.known for m in run.models) == downloads
+    assert sum(m.download.known for m in models) == downloads
 
 
 def test_the_cost_command_and_the_config_settings(tmp_path, capsys):

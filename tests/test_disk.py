@@ -142,7 +142,7 @@ def test_peak_disk_by_eviction_and_kept_shards(run):
         1200 + max(shards), 0
     )
     text = summary(found, config(evict_weights=True)["extraction"], experiment.download_lanes())
-    assert "download: ≥ 1.2 kB (1 checkpoints unpinned, not in the HF cache nor the model table; add --hub" in text
+    assert "download: ≥ 1.2 kB (1 checkpoints unpinned, not in the HF cache nor the model facts; add --hub" in text
     peak_line = f"peak disk, evict_weights: true: ≥ {disk.human(1200 + max(shards))} (this config)"
     assert f"{peak_line} with keep_embeddings: false" in text
     assert len(text.splitlines()) == 5

@@ -31,7 +31,7 @@ def twin(root, hub_id: str):
 def load(folder, hub_id: str, head: bool = True):
     """`load_model` on a twin's folder, as the extraction calls it: the model, its inputs' device, loss and reason."""
     row = ROWS[hub_id]
-    kind, modality = twins._kind(row)
+    kind, modality = row.kind
     weights = "safetensors" if any(name.endswith(".safetensors") for name in row.weight_files) else "pytorch"
     config = transformers.AutoConfig.from_pretrained(folder)
     return load_model(
@@ -219,7 +219,7 @@ def test_every_model_of_the_structure_table_loads_clean_with_and_without_its_hea
         for head in (True, False):
             model, _, loss, reason = load(folder, row.hub_id, head=head)
             assert not head or type(model).__name__ == row.loaded_as, row.hub_id
-            assert loss == model_class(config, *twins._kind(row), head=head)[1], (row.hub_id, head)
+            assert loss == model_class(config, *row.kind, head=head)[1], (row.hub_id, head)
             assert not reason.startswith("the checkpoint has no"), (row.hub_id, head, reason)
 
 

@@ -1,8 +1,9 @@
-"""The rehearsal's preset (rehearsal/preset.py, presets/rehearsal.yaml), its STS-B stand-in (rehearsal/media.py), its
+"""The rehearsal's preset (rehearsal/preset.py, written from the shipped models of config.yaml), its STS-B stand-in (rehearsal/media.py), its
 faults (rehearsal/__main__.py) and upstream breaks (rehearsal/faults.py); `make rehearsal` itself runs in CI
 (.ci/run)."""
 
 import copy
+import functools
 import gzip
 import json
 import re
@@ -14,7 +15,6 @@ import torch
 import yaml
 from safetensors import safe_open
 
-from shape_of_learning import DEFAULT_CONFIG, REPOSITORY
 from shape_of_learning.experiment.config import validate_config
 from shape_of_learning.experiment.plan import plan
 from shape_of_learning.extraction.families import depth
@@ -28,12 +28,29 @@ from shape_of_learning.rehearsal.local_hub import Fault, LocalHub
 
 from hf_cache import add_revision, fresh_client, point_at
 
-PAPER = yaml.safe_load((REPOSITORY / DEFAULT_CONFIG).read_text())
-REHEARSAL = yaml.safe_load((REPOSITORY / preset.PRESET).read_text())
+import shipped
+
+PAPER = shipped.config()  # config.yaml's shipped models: a user's own additions are no concern of these tests
 
 
-def test_the_committed_preset_is_written_from_config_yaml():
-    assert preset.main(["--check"]) == 0, "rewrite it: python -m shape_of_learning.rehearsal.preset"
+@functools.cache
+def rehearsal() -> dict:
+    """The rehearsal's preset of the shipped models, as `make rehearsal` writes it."""
+    return preset.rehearsal_config(copy.deepcopy(PAPER))
+
+
+def test_the_preset_is_written_where_asked_and_a_model_without_a_row_is_refused_naming_the_command(tmp_path, capsys):
+    paper = copy.deepcopy(PAPER)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(paper, sort_keys=False))
+    assert preset.main(["--configfile", str(tmp_path / "config.yaml"), "--output", str(tmp_path / "r.yaml")]) == 0
+    written = (tmp_path / "r.yaml").read_text()
+    assert written.startswith(preset.HEADER) and yaml.safe_load(written) == rehearsal()
+    paper["models"]["mamba-130m"] = {"hub_id": "state-spaces/mamba-130m-hf", "kind": "decoder", "layers": 24}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(paper, sort_keys=False))
+    assert preset.main(["--configfile", str(tmp_path / "config.yaml"), "--output", str(tmp_path / "r.yaml")]) == 2
+    assert (
+        "add them: python -m shape_of_learning.models.facts add state-spaces/mamba-130m-hf" in capsys.readouterr().err
+    )
 
 
 def test_every_way_of_loading_a_model_of_config_yaml_is_rehearsed():
@@ -42,14 +59,14 @@ def test_every_way_of_loading_a_model_of_config_yaml_is_rehearsed():
     def variants(models):
         return {preset.variant(entry, rows[entry["hub_id"]]) for entry in models.values() if entry.get("hub_id")}
 
-    rehearsed = {name: PAPER["models"][name] for name in REHEARSAL["models"]}  # as config.yaml lists its branches
+    rehearsed = {name: PAPER["models"][name] for name in rehearsal()["models"]}  # as config.yaml lists its branches
     assert variants(PAPER["models"]) == variants(rehearsed)
-    assert len(REHEARSAL["models"]) < len(PAPER["models"])  # Pythia's sizes, OPT's, ... by one each
+    assert len(rehearsal()["models"]) < len(PAPER["models"])  # Pythia's sizes, OPT's, ... by one each
 
 
 def test_each_rehearsed_model_has_its_twins_depth_and_branches():
     rows = structure.table()
-    for name, entry in REHEARSAL["models"].items():
+    for name, entry in rehearsal()["models"].items():
         paper = PAPER["models"][name]
         assert {key: entry[key] for key in paper if key not in ("layers", "checkpoints")} == {
             key: value for key, value in paper.items() if key not in ("layers", "checkpoints")
@@ -64,26 +81,26 @@ def test_each_rehearsed_model_has_its_twins_depth_and_branches():
                 assert checkpoint in paper["checkpoints"] and rows[checkpoint["hub_id"]].revisions == ("main",)
             else:
                 assert checkpoint in row.revisions, name
-    assert REHEARSAL["models"]["canine-s"]["layers"] == 6  # CANINE's 4 states beside its 2 deep layers
-    assert len(REHEARSAL["models"]["tinyllama-1.1b"]["checkpoints"]) == 3
+    assert rehearsal()["models"]["canine-s"]["layers"] == 6  # CANINE's 4 states beside its 2 deep layers
+    assert len(rehearsal()["models"]["tinyllama-1.1b"]["checkpoints"]) == 3
 
 
 def test_every_figure_keeps_models_and_its_settings():
     for kind, entry in PAPER["figures"].items():
-        rehearsed = REHEARSAL["figures"][kind]
+        rehearsed = rehearsal()["figures"][kind]
         if isinstance(entry, dict) and "models" in entry:
             assert rehearsed["models"] and set(rehearsed["models"]) <= set(entry["models"]), kind
             assert {k: v for k, v in rehearsed.items() if k != "models"} == {
                 k: v for k, v in entry.items() if k != "models"
             }
-    assert REHEARSAL["figures"]["id_estimators"]["models"] == ["pythia-1.4b"]  # its own, kept for it
-    assert REHEARSAL["claims"] == PAPER["claims"]
+    assert rehearsal()["figures"]["id_estimators"]["models"] == ["pythia-1.4b"]  # its own, kept for it
+    assert rehearsal()["claims"] == PAPER["claims"]
 
 
 def test_a_model_without_a_row_is_named_with_the_fix():
     paper = copy.deepcopy(PAPER)
     paper["models"]["mamba-130m"] = {"hub_id": "state-spaces/mamba-130m-hf", "kind": "decoder", "layers": 24}
-    with pytest.raises(ValueError, match=r"without a row in .*structure.csv: \['state-spaces/mamba-130m-hf'\]"):
+    with pytest.raises(ValueError, match=r"without a row in the model facts .*: \['state-spaces/mamba-130m-hf'\]"):
         preset.rehearsal_config(paper)
 
 
@@ -93,6 +110,14 @@ def test_a_new_way_of_loading_is_rehearsed_by_its_own_model():
     paper["models"]["gpt2-bin"] = PAPER["models"]["gpt2"] | {"weights": "pytorch"}  # a variant of its own
     kept = preset.rehearsal_config(paper)["models"]
     assert "gpt2-bin" in kept and "pythia-1b" not in kept
+
+
+def test_a_local_folders_model_is_left_out_and_its_figure_keeps_a_model_with_a_twin():
+    paper = copy.deepcopy(PAPER)
+    paper["models"]["my-model"] = {"path": "/a/saved/model", "kind": "decoder", "layers": 2}
+    paper["figures"]["id_estimators"]["models"] = ["my-model", "pythia-1.4b"]
+    rehearsed = preset.rehearsal_config(paper)
+    assert "my-model" not in rehearsed["models"] and rehearsed["figures"]["id_estimators"]["models"] == ["pythia-1.4b"]
 
 
 def test_the_sts_stand_in_is_read_as_sts_b_and_the_same_bytes_each_time(tmp_path):
@@ -159,7 +184,7 @@ def test_the_block_missing_twin_has_one_block_more_in_its_config_than_in_its_wei
         held = {int(match[1]) for key in keys if (match := re.match(r"gpt_neox\.layers\.(\d+)\.", key))}
         assert held == {0, 1}, weights
     assert faults.missing_block(branch) == "layers.2."
-    config = faults.preset(REHEARSAL, fault_hub, "results-faults")
+    config = faults.preset(rehearsal(), fault_hub, "results-faults")
     assert config["models"]["block-missing"]["layers"] == 3  # the preflight agrees with config.json
 
 
@@ -179,10 +204,12 @@ def test_the_blob_deleted_twin_is_its_source_whole(fault_hub):
 
 
 def test_the_fault_preset_is_valid_and_no_download_that_must_run_waits_for_another_scenario(fault_hub):
-    config = validate_config(faults.preset(REHEARSAL, fault_hub, "results-faults"))
+    config = validate_config(faults.preset(rehearsal(), fault_hub, "results-faults"))
     assert list(config["models"]) == [scenario.model for scenario in faults.SCENARIOS]
-    assert {key: config[key] for key in ("corpus", "windows")} == {key: REHEARSAL[key] for key in ("corpus", "windows")}
-    assert config["extraction"] | {"dtype": None} == validate_config(copy.deepcopy(REHEARSAL))["extraction"] | {
+    assert {key: config[key] for key in ("corpus", "windows")} == {
+        key: rehearsal()[key] for key in ("corpus", "windows")
+    }
+    assert config["extraction"] | {"dtype": None} == validate_config(copy.deepcopy(rehearsal()))["extraction"] | {
         "dtype": None
     }
     waiting = plan(config).download_gates(lambda checkpoint: True)

@@ -70,7 +70,7 @@ def test_every_twin_loads_as_the_pipeline_loads_its_model_with_the_same_features
         weights = sorted(path.name for path in branches[0].iterdir() if path.suffix in (".bin", ".safetensors"))
         assert weights == sorted(row.weight_files), hub_id
         config = transformers.AutoConfig.from_pretrained(branches[0])
-        kind, modality = twins._kind(row)
+        kind, modality = row.kind
         architecture, _, _ = model_class(config, kind, modality)
         model = architecture.from_pretrained(branches[0]).eval()
         assert (type(model).__name__, structure.features_of(config, model)) == (row.loaded_as, row.features), hub_id

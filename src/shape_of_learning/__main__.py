@@ -222,7 +222,7 @@ def main(argv=None) -> int:
     command.add_argument(
         "--hub",
         action="store_true",
-        help="as for disk: ask the Hub the sizes the model table, locks and the HF cache do not know",
+        help="as for disk: ask the Hub the sizes the model facts, locks and the HF cache do not know",
     )
     command.set_defaults(run=cost, parser=command)
     command = commands.add_parser("refs", help="a Hub model's branches and tags by step")

@@ -31,6 +31,7 @@ from shape_of_learning.rajaee_pilehvar.plan import parse_reference
 from shape_of_learning.experiment.outcome import drop_unavailable, missing
 from shape_of_learning.models import download
 from shape_of_learning.models.checkpoints import RANDOM_INIT
+from shape_of_learning.models.facts import missing_lines
 from shape_of_learning.models.revisions import branch_check_lines, branch_checks, revision_problems
 
 CONFIG_NAME = results_root.config_name(CONFIG_FILES, workflow.basedir)
@@ -51,6 +52,8 @@ if workflow.is_main_process:
         raise ValueError("\n".join(wrong_layers))
     if DRY_RUN:  # what the revision check above could check offline, and what it leaves to the pin jobs
         for line in branch_check_lines(branch_checks(EXPERIMENT.checkpoints, EXPERIMENT.models)):
+            print(line, file=sys.stderr)
+        for line in missing_lines(EXPERIMENT.models, CONFIG_ARGS):  # its cost unknown until the command adds its row
             print(line, file=sys.stderr)
 # a dry run plans the whole run and says what is missing, for the targets asked for (`say_missing_data`)
 MISSING_DATA = preflight.missing_data(config, EXPERIMENT) if workflow.is_main_process else []

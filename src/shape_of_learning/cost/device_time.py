@@ -6,7 +6,7 @@ dry run prices the extractions it plans: those of the targets asked for, less wh
     snakemake -n                                                     # the same totals, with the per-model table
 
 Per extraction job (one per checkpoint, one per random-init baseline), with the sizes `disk.volumes` knows (locks,
-the HF cache, local directories, the committed model table) and the machine's `calibration`:
+the HF cache, local directories, the model facts) and the machine's `calibration`:
 
     downloading  weight bytes / cost.download_mb_per_s       (a download job of its own on the submit host, beside
                                                               the device's work: not device time; weights already in
@@ -338,7 +338,7 @@ def summary(cost: Cost, config: dict) -> str:
         )
     if total.unknown:
         lines.append(
-            f"  ({total.unknown} terms unknown: models in no lock, HF cache, local folder or model table, or "
+            f"  ({total.unknown} terms unknown: models in no lock, HF cache, local folder or model facts, or "
             "trained by the pipeline and not yet trained)"
         )
     return "\n".join(lines)

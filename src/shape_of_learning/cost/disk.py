@@ -1,5 +1,5 @@
 """Disk and download volume of a config, from what is known here: lock files, the HF cache, local model directories,
-the committed model table.
+the model facts (`models.facts`).
 
     python -m shape_of_learning disk config.yaml                   # per model, offline
     python -m shape_of_learning disk presets/demo.yaml presets/ci.yaml --directory /scratch/run
@@ -7,13 +7,13 @@ the committed model table.
 
 A dry run (`snakemake -n`) prints the totals. Nothing is guessed: a checkpoint's download is known from its lock
 (`weight_bytes`, written by `pinning.pin`), its weight files in the HF cache or (with --hub) the Hub's listing, else
-from the committed table of every configured model's sizes, each row citing its source (`model_sizes`); a model in
+from the model facts' sizes of each Hub model, each row citing its sources (`model_sizes`); a model in
 none of these counts as unknown and totals are lower bounds ("≥"). One checkpoint's hidden-state shards hold
 
     tokens per layer (metrics.batches x metrics.batch_size) x (layers + 1) x hidden size x bytes of store_dtype
 
 bytes of vectors (Parquet adds up to 12 bytes per token of index columns, compressed), the hidden size read from
-the model's config.json where a local copy exists (`hidden_size`, `d_model` or `n_embd`), else the model table's
+the model's config.json where a local copy exists (`hidden_size`, `d_model` or `n_embd`), else the model facts'
 (for CNNs, whose stages differ in width, the mean width of the states extracted); unknown otherwise. Peak disk:
 weights of every checkpoint, or with `extraction.evict_weights` of two at a time in each lane of downloads (one
 extracting or measured, the next downloading: `plan.Experiment.download_gates`), every lane's at once at worst;
@@ -32,7 +32,7 @@ from shape_of_learning import network, paths
 from shape_of_learning.cost import model_sizes
 from shape_of_learning.cost.model_sizes import ModelSize
 from shape_of_learning.experiment.plan import DOWNLOADS_AHEAD
-from shape_of_learning.models import hf_cache, pinning
+from shape_of_learning.models import facts, hf_cache, pinning
 from shape_of_learning.models.checkpoints import Checkpoint
 
 HIDDEN_SIZE_KEYS = ("hidden_size", "d_model", "n_embd")
@@ -69,8 +69,8 @@ class ModelVolume:
     shard_bytes: int | None  # one checkpoint's hidden-state shards
     weights: list[int | None] = field(default_factory=list)  # bytes each checkpoint loads (a local model's files)
     cached: list[bool] = field(default_factory=list)  # whether its weight files are all in the HF cache already
-    size: ModelSize | None = None  # parameters: the model table's, or a local directory's (`model_sizes`)
-    tabled: int = 0  # checkpoints whose download is the model table's
+    size: ModelSize | None = None  # parameters: the model facts', or a local directory's (`model_sizes`)
+    tabled: int = 0  # checkpoints whose download is the model facts'
     checkpoints: list[str] = field(default_factory=list)  # their names, in the order of `downloads`
 
     @property
@@ -106,7 +106,7 @@ def volumes(
         ]
         hidden = next(filter(None, (hidden_size(ckpt, lock) for ckpt, lock in zip(ckpts, locks))), None)
         tabled, row = 0, model_sizes.table().get(entry.get("hub_id"))
-        if row:  # a size the model table knows, where locks, the cache and the Hub tell none
+        if row:  # a size the model facts know, where locks, the cache and the Hub tell none
             tabled, downloads = downloads.count(None), [row.weight_bytes if d is None else d for d in downloads]
         local = [model_sizes.local(Path(ckpt.location)) if ckpt.source != "hub" else None for ckpt in ckpts]
         size = model_sizes.of(model, models, checkpoints)
@@ -247,18 +247,18 @@ def summary(
     tabled = sum(v.tabled for v in found)
     lines = [
         f"Disk and download volume of {sum(len(v.downloads) for v in found)} checkpoints of {len(found)} models "
-        f"(from {paths.lock_dir('*')}/, the HF cache, local model directories and the model table; per model: "
+        f"(from {paths.lock_dir('*')}/, the HF cache, local model directories and the model facts; per model: "
         "python -m shape_of_learning disk CONFIG):",
         f"  download: {download}"
         + "".join(
             f" ({text})"
             for text in [
-                f"{tabled} checkpoints sized by the model table, {model_sizes.TABLE.name}: "
+                f"{tabled} checkpoints sized by the model facts, {facts.path().name}: "
                 "their repositories' published sizes"
                 if tabled
                 else "",
                 f"{download.unknown} checkpoints unpinned, not in the HF cache nor the "
-                "model table; add --hub to the command above to ask the Hub"
+                "model facts; add --hub to the command above to ask the Hub"
                 if download.unknown
                 else "",
             ]
@@ -269,7 +269,7 @@ def summary(
         f"  hidden-state shards ({extraction['store_dtype']}): {shards}{' in all' if shards.known else ''}"
         + (
             f" (hidden size unknown for {len(no_width)} of {len(found)} models: no local config.json, no row "
-            "in the model table)"
+            "in the model facts)"
             if no_width
             else ""
         )

@@ -2,8 +2,8 @@
 
     python -m shape_of_learning.rehearsal [--cores N] [-- SNAKEMAKE_ARGS...]
 
-1. builds, once, in .rehearsal/: the twins of every row of structure.csv (a hub folder), ImageNet- and Common
-   Voice-like corpora and STS-B's archive (`media`);
+1. writes presets/rehearsal.yaml from config.yaml (`preset`) and builds, once, in .rehearsal/: the twins of every
+   row of the model facts (a hub folder), ImageNet- and Common Voice-like corpora and STS-B's archive (`media`);
 2. serves the twins on a local Hub (127.0.0.1) that drops one weight file's connection mid-file and answers another
    with a server error once each (`FAULTS`), with Llama 2's twins gated behind a token;
 3. runs Snakemake on presets/rehearsal.yaml with HF_ENDPOINT at that Hub, its own HF_HOME and the token, the global
@@ -27,7 +27,8 @@ from pathlib import Path
 import yaml
 
 from shape_of_learning import REPOSITORY
-from shape_of_learning.rehearsal import faults, media, twins
+from shape_of_learning.models import facts
+from shape_of_learning.rehearsal import faults, media, preset, twins
 from shape_of_learning.rehearsal.local_hub import Fault, LocalHub
 from shape_of_learning.rehearsal.preset import FOLDER, PRESET
 
@@ -37,15 +38,16 @@ FAULTS = [  # each met by the first request for its file: a download resumed, a 
     Fault("/facebook/opt-125m/resolve/*/pytorch_model.bin", status=500),
 ]
 IMAGES, CLIPS = 600, 20
-# what the twins' bytes depend on: rebuilt when one changes
-TWIN_SOURCES = ("structure.csv", "twins.py", "local_hub.py")
+# what the twins' bytes depend on, beside the model facts: rebuilt when one changes
+TWIN_SOURCES = ("structure.py", "twins.py", "local_hub.py")
 
 
 def build(folder: Path) -> Path:
     """The twins and the local data in `folder` (kept between runs while TWIN_SOURCES are unchanged), and the fault
     twins made from them; the hub folder."""
     here = Path(__file__).parent
-    stamp = hashlib.sha256(b"".join((here / name).read_bytes() for name in TWIN_SOURCES)).hexdigest()
+    sources = [facts.path(), *(here / name for name in TWIN_SOURCES)]
+    stamp = hashlib.sha256(b"".join(source.read_bytes() for source in sources)).hexdigest()
     hub, built = folder / "hub", folder / "built"
     if not built.is_file() or built.read_text() != stamp:
         print(f"rehearsal: building the twins and the local data in {folder}", flush=True)
@@ -73,6 +75,11 @@ def environment(endpoint: str, hf_home: Path) -> dict[str, str]:
 
 def run(cores: int, extra: list[str], folder: Path, faults_only: bool = False) -> int:
     """The rehearsal (module docstring), or with `faults_only` its fault phase alone (step 5)."""
+    try:
+        preset.write()
+    except ValueError as error:  # a model without a row in the model facts
+        print(f"rehearsal: {error}", file=sys.stderr)
+        return 2
     hub_folder = build(folder)
     hf_home = (folder / "hf-home").resolve()
     fresh = not hf_home.exists()  # then every file is downloaded, the faulted ones included

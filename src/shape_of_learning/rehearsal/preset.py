@@ -1,18 +1,19 @@
-"""presets/rehearsal.yaml: the paper's config (config.yaml) on tiny twins, written from it.
+"""presets/rehearsal.yaml: the paper's config (config.yaml) on tiny twins, written from it when the rehearsal runs
+(`python -m shape_of_learning.rehearsal`), not committed.
 
-    python -m shape_of_learning.rehearsal.preset          # rewrites presets/rehearsal.yaml from config.yaml
+    python -m shape_of_learning.rehearsal.preset [--configfile config.yaml] [--output presets/rehearsal.yaml]
 
-Every model of config.yaml that a twin can stand for is rehearsed through one representative: the models that load
-the same way (same class, features, structural keys, weight files, branch naming, tokenizer source, gating, input
-and checkpoint list form: `variant`) take the same code path, and differ in size only. Each figure keeps its
-representatives (or its own first model, where it would otherwise be empty), the Rajaee & Pilehvar pairs keep
-theirs. Each kept model gets its twin's depth and the twin's branches (2-3 of a series). `SCALE` shrinks the rest
-to a 2-core machine. A model of config.yaml without a row in structure.csv has no twin: writing the preset fails,
-naming it (and `tests/test_rehearsal.py` fails).
+Every model of the config that a twin can stand for is rehearsed through one representative: the models that load
+the same way (same class, features, weight files, branch naming, tokenizer source, gating, input and checkpoint list
+form: `variant`) take the same code path, and differ in size only. Each figure keeps its representatives (or its own
+first model, where it would otherwise be empty), the Rajaee & Pilehvar pairs keep theirs. Each kept model gets its
+twin's depth and the twin's branches (2-3 of a series). `SCALE` shrinks the rest to a 2-core machine. A model whose
+repository has no row in the model facts has no twin: writing the preset fails, naming the command that adds it.
 """
 
 import argparse
 import copy
+import sys
 from pathlib import Path
 
 import yaml
@@ -21,6 +22,7 @@ from snakemake.utils import update_config
 from shape_of_learning import DEFAULT_CONFIG, REPOSITORY
 from shape_of_learning.experiment import results_root
 from shape_of_learning.extraction.families import depth
+from shape_of_learning.models import facts
 from shape_of_learning.rehearsal import structure, twins
 
 PRESET = Path("presets/rehearsal.yaml")
@@ -69,7 +71,6 @@ def variant(entry: dict, row: structure.Structure) -> tuple:
     return (
         row.loaded_as,
         row.features,
-        tuple(sorted(row.config)),
         formats,
         sharded,
         entry.get("weights", "auto"),
@@ -102,12 +103,12 @@ def _figure_lists(figures: dict):
 
 
 def representatives(models: dict[str, dict], figures: dict, pairs: list[dict]) -> list[str]:
-    """The models kept: one per `variant` (a model a figure names first), each figure's first model where none of
-    its own was kept, and the Rajaee & Pilehvar pairs with the bases of their fine-tuned models."""
-    if missing := structure.missing(models):
+    """The models kept: one per `variant` (a model a figure names first), each figure's first model with a twin where
+    none of its own was kept, and the Rajaee & Pilehvar pairs with the bases of their fine-tuned models."""
+    if missing := facts.missing(models):
         raise ValueError(
-            f"config.yaml names repositories without a row in {structure.TABLE}: {missing}; add a row for each "
-            "(docs/rehearsal.md), then rewrite the preset: python -m shape_of_learning.rehearsal.preset"
+            f"the config names repositories without a row in the model facts ({facts.path()}): {missing}; add them: "
+            f"{facts.add_command(missing)}"
         )
     rows = structure.table()
     named = [model for names, _ in _figure_lists(figures) for model in names]
@@ -118,9 +119,10 @@ def representatives(models: dict[str, dict], figures: dict, pairs: list[dict]) -
         if entry.get("hub_id") and (key := variant(entry, rows[entry["hub_id"]])) not in seen:
             seen.add(key)
             chosen.add(model)
-    for names, _ in _figure_lists(figures):
-        if not chosen.intersection(names):
-            chosen.add(names[0])
+    for names, _ in _figure_lists(figures):  # a local folder's model has no twin: its files are here already
+        twinned = [model for model in names if model in models and {"hub_id", "finetune"} & set(models[model])]
+        if twinned and not chosen.intersection(names):
+            chosen.add(twinned[0])
     for pair in pairs:
         chosen |= {pair["pretrained"], pair["finetuned"], models[pair["finetuned"]]["finetune"]["base"]}
     return [model for model in models if model in chosen]
@@ -157,10 +159,10 @@ def rehearsal_config(paper: dict) -> dict:
 
 
 HEADER = """\
-# The rehearsal (`make rehearsal`, docs/rehearsal.md): the paper's run (config.yaml) on tiny twins of its models,
-# served by a local Hub. WRITTEN by `python -m shape_of_learning.rehearsal.preset` from config.yaml: edit that, or
-# SCALE in src/shape_of_learning/rehearsal/preset.py, then rewrite this file (tests/test_rehearsal.py checks it).
-# One model per way of loading one (rehearsal.preset.variant); twins' depths and branches; small samples.
+# The rehearsal (`make rehearsal`, docs/rehearsal.md): the paper's run on tiny twins of its models, served by a local
+# Hub. WRITTEN by `python -m shape_of_learning.rehearsal` from config.yaml each time it runs (not committed): edit
+# config.yaml, or SCALE in src/shape_of_learning/rehearsal/preset.py. One model per way of loading one
+# (rehearsal.preset.variant); twins' depths and branches; small samples.
 """
 
 
@@ -168,20 +170,27 @@ def render(config: dict) -> str:
     return HEADER + yaml.safe_dump(config, sort_keys=False, width=120)
 
 
+def write(configfile: Path = REPOSITORY / DEFAULT_CONFIG, output: Path = REPOSITORY / PRESET) -> dict:
+    """The rehearsal's preset written from `configfile` into `output`; returns it."""
+    paper = yaml.safe_load(Path(configfile).read_text())
+    config = rehearsal_config(paper)
+    Path(output).write_text(render(config))
+    print(f"{output}: {len(config['models'])} of {configfile}'s {len(paper['models'])} models, one per way of loading")
+    return config
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m shape_of_learning.rehearsal.preset", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--check", action="store_true", help="fail if presets/rehearsal.yaml is not current")
+    parser.add_argument("--configfile", type=Path, default=REPOSITORY / DEFAULT_CONFIG, help="the paper's config")
+    parser.add_argument("--output", type=Path, default=REPOSITORY / PRESET, help="the preset to write")
     args = parser.parse_args(argv)
-    paper = yaml.safe_load((REPOSITORY / DEFAULT_CONFIG).read_text())
-    text, target = render(rehearsal_config(paper)), REPOSITORY / PRESET
-    if args.check:
-        current = target.is_file() and target.read_text() == text
-        print(f"{PRESET} is {'current' if current else 'out of date: python -m shape_of_learning.rehearsal.preset'}")
-        return 0 if current else 1
-    target.write_text(text)
-    print(f"{PRESET}: {len(yaml.safe_load(text)['models'])} of config.yaml's {len(paper['models'])} models")
+    try:
+        write(args.configfile, args.output)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -1,35 +1,17 @@
-"""The structure of the paper's models: the committed table (structure.csv, package data) with one row per Hub
-repository that config.yaml names (a model's `hub_id`, a checkpoint's own repository, a `tokenizer` repository), and
-what of each the pipeline's code depends on. The rehearsal's tiny twins are built from it.
-
-Columns:
-
-- hub_id, gated (`yes`: downloads need a token with the licence accepted), role: `model` (an entry's own repository), `checkpoint` (a checkpoint in a repository of its own, as
-  TinyLlama's) or `tokenizer` (read for its tokenizer only, as Bloom's base repositories);
-- model_type: the config.json's `model_type` (a key of transformers' CONFIG_MAPPING);
-- loaded_as: the class the extraction loads (`extraction.families.model_class`), empty for a tokenizer repository;
-- features: `FEATURES` the model has, `;`-separated;
-- config: the structural keys of the published config.json where they differ from the transformers class's defaults
-  (JSON): with `model_type`, enough to rebuild the architecture's shape at any width;
-- preprocessor, preprocessor_files, preprocessor_repo: the tokenizer or feature extractor class, the files it reads,
-  and the repository it is read from (Bloom's intermediate branches hold none);
-- revision_naming, revisions: the series' branch names (`step{N}`, `global_step{N}`, ...; `{N}`, `{M}` a number,
-  `|` between alternatives) and two or three of them;
-- weight_files: the weight files of one checkpoint, `;`-separated (`.bin`-only and sharded ones named);
-- checked: `page` (the cited page was read for this table), `files` (the repository's file tree was read for
-  cost/model_sizes.csv), `no` (from the model card and config.json as known, not re-read); source, note.
+"""The structure of the configured models as the rehearsal reads it: a view of the model facts (`models.facts`, one
+row per Hub repository) with what the pipeline's code makes of each row: the class the extraction loads
+(`loaded_as`, `extraction.families.model_class`) and the `FEATURES` it treats differently (`features_of`), both found
+by building the row's published architecture on torch's meta device (no memory). The rehearsal's tiny twins are
+built from it (`twins`).
 """
 
-import csv
+import copy
 import functools
-import json
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
-TABLE = Path(__file__).with_name("structure.csv")
-ROLES = ("model", "checkpoint", "tokenizer")
-CHECKED = ("page", "files", "no")
+from shape_of_learning.models import facts
+
 # What the pipeline's code treats differently: the loss head's tying, where the last hidden state is taken (final
 # norm), positions (ALiBi, rotary), the block's layout, the encoder-decoder split, CANINE's molecules, the speech front
 # ends (frames per second, padding), batch norms at their defaults (extraction.batch_norm)
@@ -62,6 +44,7 @@ class Structure:
     revision_naming: tuple[str, ...]
     revisions: tuple[str, ...]
     weight_files: tuple[str, ...]
+    kind: tuple[str, str]  # (kind, modality), as a config entry of the model says them
 
     def names(self, revision: str) -> bool:
         """Whether `revision` is named as the series names its branches (`{N}`, `{M}`: a number)."""
@@ -71,66 +54,63 @@ class Structure:
         )
 
 
-@functools.cache
 def table() -> dict[str, Structure]:
-    """The committed table, by hub_id; a row with an unknown role, feature or `checked` is refused by name."""
-    with TABLE.open(newline="") as stream:
-        rows = list(csv.DictReader(stream))
-    found = {}
-    for row in rows:
-        features = frozenset(filter(None, row["features"].split(";")))
-        if (
-            row["role"] not in ROLES
-            or row["gated"] not in ("yes", "no")
-            or row["checked"] not in CHECKED
-            or features - set(FEATURES)
-        ):
-            raise ValueError(
-                f"{TABLE}: row {row['hub_id']}: role must be one of {ROLES}, checked one of {CHECKED}, "
-                f"features among {FEATURES}"
+    """Every row of the model facts as the rehearsal reads it, by hub_id (built once per process and table)."""
+    return _structures(facts.path())
+
+
+@functools.cache
+def _structures(_table) -> dict[str, Structure]:
+    return {hub: _structure(hub, row) for hub, row in facts.table().items()}
+
+
+def _structure(hub: str, row: dict) -> Structure:
+    """A row, with the class the extraction loads for it and its features (none for a tokenizer's repository)."""
+    loaded_as, features = "", frozenset()
+    if row["role"] != "tokenizer":
+        import torch
+
+        from shape_of_learning.extraction.families import model_class
+
+        config = facts.build_config(row["config"])
+        architecture, _, _ = model_class(copy.deepcopy(config), *kind(row))
+        with torch.device("meta"):  # the published width, no memory: T5EncoderModel edits its config, hence the copy
+            model = (
+                architecture.from_config(copy.deepcopy(config))
+                if hasattr(architecture, "from_config")
+                else architecture(copy.deepcopy(config))
             )
-        found[row["hub_id"]] = Structure(
-            row["hub_id"],
-            row["gated"] == "yes",
-            row["role"],
-            row["model_type"],
-            row["loaded_as"],
-            features,
-            json.loads(row["config"]),
-            row["preprocessor"],
-            row["preprocessor_repo"],
-            tuple(row["revision_naming"].split("|")),
-            tuple(row["revisions"].split(";")),
-            tuple(row["weight_files"].split(";")),
-        )
-    return found
+        loaded_as, features = type(model).__name__, features_of(config, model)
+    return Structure(
+        hub,
+        row["gated"],
+        row["role"],
+        row["config"]["model_type"],
+        loaded_as,
+        features,
+        {key: value for key, value in row["config"].items() if key != "model_type"},
+        row["preprocessor"],
+        row["preprocessor_repo"],
+        tuple(row["revision_naming"]),
+        tuple(row["revisions"]),
+        tuple(row["weight_files"]),
+        kind(row),
+    )
 
 
-def repositories(models: dict[str, dict]) -> dict[str, str]:
-    """Every Hub repository a config's models name, with its role: {hub_id: role}."""
-    found = {}
-    for entry in models.values():
-        if entry.get("hub_id"):
-            found.setdefault(entry["hub_id"], "model")
-        if entry.get("tokenizer"):
-            found.setdefault(entry["tokenizer"], "tokenizer")
-        for item in entry.get("checkpoints") or []:
-            if isinstance(item, dict) and item.get("hub_id"):
-                found.setdefault(item["hub_id"], "checkpoint")
-    return found
-
-
-def missing(models: dict[str, dict]) -> list[str]:
-    """The repositories of `models` that the table has no row for."""
-    return sorted(set(repositories(models)) - set(table()))
+def kind(row: dict) -> tuple[str, str]:
+    """(kind, modality) of a row's published class, as a config entry of the model says them."""
+    if row["config"]["model_type"] in ("wav2vec2", "hubert", "whisper"):
+        return "encoder", "audio"
+    architecture = row.get("architecture", "")  # none in a tokenizer's row
+    if architecture.endswith("ForImageClassification"):
+        return "encoder", "image"
+    return ("decoder" if architecture.endswith(("CausalLM", "LMHeadModel")) else "encoder"), "text"
 
 
 def transformers_config(structure: Structure, **overrides):
-    """The row's architecture as a transformers config: the class of its model_type with its structural keys, then
-    `overrides` (a twin's widths)."""
-    from transformers import CONFIG_MAPPING
-
-    return CONFIG_MAPPING[structure.model_type](**(structure.config | overrides))
+    """The row's architecture as a transformers config: its published fields, then `overrides` (a twin's sizes)."""
+    return facts.build_config({"model_type": structure.model_type} | structure.config, **overrides)
 
 
 def features_of(config, model) -> frozenset[str]:

@@ -1,9 +1,9 @@
-"""Tiny twins of the paper's models, built from the structure table (`structure`): for each row the same class and
+"""Tiny twins of the configured models, built from the model facts as the rehearsal reads them (`structure`): for each row the same class and
 features at 2 layers and a small width, random weights of a fixed seed, its tokenizer, image processor or feature
 extractor, published into a hub folder (`local_hub`) on the branches the real series names, in its weight formats
 (`.bin`-only, sharded). The same table and code give the same bytes on every machine.
 
-    python -m shape_of_learning.rehearsal.twins HUB_FOLDER      # every row of structure.csv
+    python -m shape_of_learning.rehearsal.twins HUB_FOLDER      # every row of the model facts
 
 Tokenizers are trained here on `TRAINING_TEXT` (tiny vocabularies of the real kind: byte-level BPE, WordPiece,
 unigram); CANINE's and ByT5's need no vocabulary. Each branch of a series holds other random weights (its own seed),
@@ -37,6 +37,7 @@ BYTE_LEVEL_BPE = {
     "RobertaTokenizer": "RobertaTokenizer",
     "GPTNeoXTokenizerFast": "GPTNeoXTokenizer",
     "LlamaTokenizer": "LlamaTokenizer",
+    "GPTNeoXTokenizer": "GPTNeoXTokenizer",  # as a repository's tokenizer_config.json names it (`facts add`)
 }
 SERIALISED_BPE = ("BloomTokenizerFast", "PreTrainedTokenizerFast")  # saved as tokenizer.json alone, as theirs are
 UNIGRAM = ("AlbertTokenizer", "T5Tokenizer")
@@ -107,11 +108,13 @@ def tiny(row: structure.Structure) -> dict:
     """A twin's size overrides: 2 layers (2 blocks, stages or MBConv blocks), width 32, keeping every structural key
     the row states (OPT-350m's narrower embedding, TinyLlama's grouped-query attention, Falcon's multi-query)."""
     if row.model_type == "opt":
-        narrower = "word_embed_proj_dim" in row.config
+        narrower = row.config.get("word_embed_proj_dim", WIDTH) < row.config.get("hidden_size", WIDTH)
         return TINY["opt"] | {"word_embed_proj_dim": WIDTH // 2 if narrower else WIDTH}
-    if row.model_type == "llama":
-        return TINY["llama"] | {"num_key_value_heads": 2 if row.config.get("num_key_value_heads") else HEADS}
-    return TINY.get(row.model_type, TEXT)
+    sizes = TINY.get(row.model_type, TEXT)
+    if "num_key_value_heads" in row.config:  # fewer key/value heads than heads where the row has fewer
+        grouped = row.config["num_key_value_heads"] < row.config.get("num_attention_heads", HEADS)
+        sizes = sizes | {"num_key_value_heads": 2 if grouped else HEADS}
+    return sizes
 
 
 def build(row: structure.Structure, seed: int):
@@ -125,7 +128,7 @@ def build(row: structure.Structure, seed: int):
     torch.manual_seed(seed)
     if whole is not None:
         return whole(config)
-    architecture, _, _ = model_class(config, *_kind(row))
+    architecture, _, _ = model_class(config, *row.kind)
     return architecture.from_config(config)
 
 
@@ -142,14 +145,6 @@ def _vocabulary(row: structure.Structure) -> dict:
         if isinstance(getattr(published, name, None), int) and getattr(published, name) >= size
     }
     return {"vocab_size": size} | moved
-
-
-def _kind(row: structure.Structure) -> tuple[str, str]:
-    if row.model_type in ("wav2vec2", "hubert", "whisper"):
-        return "encoder", "audio"
-    if row.loaded_as.startswith(("ViT", "Beit", "Cvt", "Segformer", "ResNet", "EfficientNet", "ConvNext")):
-        return "encoder", "image"
-    return ("decoder" if row.loaded_as.endswith(("CausalLM", "LMHeadModel")) else "encoder"), "text"
 
 
 def preprocessor(row: structure.Structure):
