@@ -99,6 +99,7 @@ def test_a_row_from_a_cached_snapshot_offline(user, monkeypatch):
 def test_a_row_from_the_hub_reads_its_file_tree(user, monkeypatch):
     files = {name: (FIXTURE / name).read_bytes() for name in os.listdir(FIXTURE)}
     files |= {SHARDS[0]: b"w" * 300, SHARDS[1]: b"w" * 200, "pytorch_model.bin": b"w" * 600, "tokenizer.json": b"{}"}
+    files["tokenizer_config.json"] = json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}).encode()
     add_branch(user / "hub", HUB_ID, "step143000", files)
     fresh_client(monkeypatch, user / "cache")
     with LocalHub(user / "hub") as hub:
@@ -110,7 +111,26 @@ def test_a_row_from_the_hub_reads_its_file_tree(user, monkeypatch):
         "tokenizer_config.json",
     ]
     assert (row["layout_checked"], row["weights_checked"], row["sizes"]["weight_bytes"]) == ("files", "files", 500)
+    assert row["preprocessor"] == "PreTrainedTokenizerFast"  # its tokenizer_config.json's, read on the Hub
     assert row["config_source"].startswith(f"{hub.endpoint}/{HUB_ID}/blob/")
+
+
+def test_a_model_whose_tokenizer_lives_in_another_repository_takes_that_repositorys_class(user, capsys):
+    config = yaml.safe_load((user / "config.yaml").read_text())
+    config["models"]["tiny-bloom"] = {"hub_id": "acme/tiny-bloom", "kind": "decoder", "layers": 2}
+    (user / "bloom").mkdir()
+    (user / "bloom/config.json").write_text(
+        json.dumps({"architectures": ["BloomForCausalLM"], "model_type": "bloom", "n_layer": 2, "n_head": 4})
+    )
+    (user / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    arguments = ["add", "acme/tiny-bloom", "--configfile", str(user / "config.yaml"), "--from", str(user / "bloom")]
+    assert facts.main(arguments) == 2  # neither a tokenizer_config.json nor one transformers names for Bloom
+    assert "transformers knows no preprocessor of model_type 'bloom'" in capsys.readouterr().err
+    config["models"]["tiny-bloom"]["tokenizer"] = "bigscience/bloom-560m"  # as Bloom's intermediate series
+    (user / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    assert facts.main(arguments) == 0
+    row = facts.table()["acme/tiny-bloom"]
+    assert (row["preprocessor"], row["preprocessor_repo"]) == ("BloomTokenizerFast", "bigscience/bloom-560m")
 
 
 def test_bad_inputs_are_refused_naming_the_fix(user, tmp_path, capsys):

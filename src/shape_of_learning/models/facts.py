@@ -63,8 +63,9 @@ WEIGHTS_CHECKED = ("files", "mirror", "no")
 ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "bool": 1}
 # config.json fields that describe how it was saved, not the architecture
 SAVED_WITH = ("architectures", "transformers_version", "torch_dtype", "dtype", "use_cache")
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "spiece.model", "vocab.json", "merges.txt", "vocab.txt")
-PREPROCESSOR_FILES = (*TOKENIZER_FILES, "tokenizer_config.json", "special_tokens_map.json", "preprocessor_config.json")
+# the files a tokenizer, image processor or feature extractor is read from
+PREPROCESSOR_FILES = ("tokenizer.json", "tokenizer.model", "spiece.model", "vocab.json", "merges.txt", "vocab.txt")
+PREPROCESSOR_FILES += ("tokenizer_config.json", "special_tokens_map.json", "preprocessor_config.json")
 ABOUT = (
     "One row per Hugging Face repository a config's models read; src/shape_of_learning/models/facts.py says what "
     "each field is. A row is written by `python -m shape_of_learning.models.facts add HUB_ID`."
@@ -72,6 +73,8 @@ ABOUT = (
 
 
 def path() -> Path:
+    """The table read and written: facts.json, or the copy $SHAPE_OF_LEARNING_MODEL_FACTS names (a test's, which
+    must reach the Snakemake process and its jobs, hence a variable of the environment)."""
     return Path(os.environ.get(TABLE_VARIABLE) or TABLE)
 
 
@@ -104,19 +107,7 @@ def _problem(row: dict) -> str:
     return ""
 
 
-def write(rows: dict[str, dict]) -> None:
-    """The table as facts.json holds it: a row's fields one a line, in the order of ROW_ORDER."""
-    lines = ["{", f'  "_about": {json.dumps(ABOUT)},']
-    for index, (hub, row) in enumerate(rows.items()):
-        fields = [
-            f"    {json.dumps(key)}: {json.dumps(row[key], ensure_ascii=False)}" for key in ROW_ORDER if key in row
-        ]
-        closing = "," if index < len(rows) - 1 else ""
-        lines += [f"  {json.dumps(hub)}: {{", ",\n".join(fields), f"  }}{closing}"]
-    path().write_text("\n".join([*lines, "}"]) + "\n")
-    _read.cache_clear()
-
-
+# a row's fields in the order facts.json lists them (the module docstring's)
 ROW_ORDER = (
     "role",
     "gated",
@@ -141,6 +132,19 @@ ROW_ORDER = (
     "weights_note",
     "sizes",
 )
+
+
+def write(rows: dict[str, dict]) -> None:
+    """The table as facts.json holds it: a row's fields one a line, in the order of ROW_ORDER."""
+    lines = ["{", f'  "_about": {json.dumps(ABOUT)},']
+    for index, (hub, row) in enumerate(rows.items()):
+        fields = [
+            f"    {json.dumps(key)}: {json.dumps(row[key], ensure_ascii=False)}" for key in ROW_ORDER if key in row
+        ]
+        closing = "," if index < len(rows) - 1 else ""
+        lines += [f"  {json.dumps(hub)}: {{", ",\n".join(fields), f"  }}{closing}"]
+    path().write_text("\n".join([*lines, "}"]) + "\n")
+    _read.cache_clear()
 
 
 def repositories(models: dict[str, dict]) -> dict[str, str]:
@@ -279,11 +283,14 @@ def differing(rows: dict[str, dict]) -> list[str]:
 
 @dataclass(frozen=True)
 class Source:
-    """What was read of a repository: its config.json, its files (name: bytes, None where not known), where."""
+    """What was read of a repository at a revision: its config.json, its files (name: bytes, None where not known),
+    where."""
 
+    hub_id: str
+    revision: str
     config: dict
     files: dict[str, int | None]
-    folder: Path | None  # a local folder or the cache's snapshot holding config.json: other files read from it
+    folder: Path  # the local folder or the cache's snapshot holding config.json
     where: str  # the config.json read, as a row cites it
     hub: bool  # the file tree (and gating) read on the Hub
     gated: bool
@@ -349,7 +356,7 @@ def read_source(hub: str, revision: str, given: Path | None) -> Source:
         file = given / "config.json" if given.is_dir() else given
         if not file.is_file():
             raise ValueError(f"{given}: no config.json there; give a config.json or the folder holding one")
-        return Source(_json(file), _local_files(file.parent), file.parent, str(given), False, False)
+        return Source(hub, revision, _json(file), _local_files(file.parent), file.parent, str(given), False, False)
     from huggingface_hub import HfApi, constants, hf_hub_download
     from huggingface_hub.errors import EntryNotFoundError
 
@@ -361,13 +368,12 @@ def read_source(hub: str, revision: str, given: Path | None) -> Source:
             f"give it: {COMMAND} {hub} --from PATH/config.json"
         ) from None
     if constants.HF_HUB_OFFLINE:
-        return Source(
-            _json(file), _local_files(file.parent), file.parent, f"the cache's snapshot {file.parent}", False, False
-        )
+        snapshot = f"the cache's snapshot {file.parent}"
+        return Source(hub, revision, _json(file), _local_files(file.parent), file.parent, snapshot, False, False)
     info = HfApi().model_info(hub, revision=revision, files_metadata=True)
     files = {sibling.rfilename: sibling.size for sibling in info.siblings}
     where = f"{constants.ENDPOINT}/{hub}/blob/{info.sha}/config.json"
-    return Source(_json(file), files, file.parent, where, True, bool(info.gated))
+    return Source(hub, revision, _json(file), files, file.parent, where, True, bool(info.gated))
 
 
 def _json(file: Path) -> dict:
@@ -397,15 +403,26 @@ def _weights(files: dict[str, int | None]) -> tuple[list[str], int | None]:
     return names, (sum(known) if known and None not in known else None)
 
 
-def _preprocessor(source: Source, config: dict, modality: str) -> str:
-    """The tokenizer or feature extractor class the repository names, else transformers' own for its model type."""
+def _repository_json(source: Source, name: str) -> dict | None:
+    """A JSON file of the repository beside its config.json: from its folder, else (its file tree read on the Hub)
+    downloaded; None where it has none."""
+    if (source.folder / name).is_file():
+        return _json(source.folder / name)
+    if source.hub and name in source.files:
+        from huggingface_hub import hf_hub_download
+
+        return _json(Path(hf_hub_download(source.hub_id, name, revision=source.revision)))
+    return None
+
+
+def _preprocessor(source: Source, modality: str) -> str:
+    """The tokenizer or processor class the repository names, else transformers' own for its model type."""
     for name, key in (
         ("tokenizer_config.json", "tokenizer_class"),
         ("preprocessor_config.json", "image_processor_type"),
         ("preprocessor_config.json", "feature_extractor_type"),
     ):
-        file = source.folder / name if source.folder else None
-        if file and file.is_file() and (found := _json(file).get(key)):
+        if found := (_repository_json(source, name) or {}).get(key):
             return found
     from transformers.models.auto import feature_extraction_auto, image_processing_auto, tokenization_auto
 
@@ -414,19 +431,21 @@ def _preprocessor(source: Source, config: dict, modality: str) -> str:
         "image": image_processing_auto.IMAGE_PROCESSOR_MAPPING_NAMES,
         "audio": feature_extraction_auto.FEATURE_EXTRACTOR_MAPPING_NAMES,
     }[modality]
-    known = mapping.get(config["model_type"])
-    known = [name for name in (known if isinstance(known, tuple) else (known,)) if name]
+    known = mapping.get(source.config["model_type"])
+    if isinstance(known, dict):  # an image processor by backend
+        known = known.get("torchvision") or next(iter(known.values()), None)
     if not known:
         raise ValueError(
             f"{source.where}: no tokenizer_config.json or preprocessor_config.json beside it, and transformers knows "
-            f"no preprocessor of model_type {config['model_type']!r}; give the folder that holds its preprocessor's "
-            "files: --from FOLDER"
+            f"no preprocessor of model_type {source.config['model_type']!r}; give the folder that holds its "
+            "preprocessor's files: --from FOLDER"
         )
-    return known[-1]
+    return known
 
 
-def row_for(hub: str, role: str, model: str, entry: dict, given: Path | None) -> dict:
-    """The row of `hub`, read from `given` or its snapshot or the Hub, the entry `model` saying its role and branches."""
+def row_for(hub: str, role: str, model: str, entry: dict, given: Path | None, rows: dict[str, dict]) -> dict:
+    """The row of `hub`, read from `given` or its snapshot or the Hub, the entry `model` saying its role and branches;
+    its tokenizer's class that of its tokenizer repository's row (`rows`) where the entry names one."""
     revisions = revisions_of(hub, role, model, entry)
     source = read_source(hub, revisions[-1], given)
     published = source.config
@@ -446,9 +465,12 @@ def row_for(hub: str, role: str, model: str, entry: dict, given: Path | None) ->
     }
     row["config_source"] = source.where
     row["config_read"] = f"read by `{COMMAND}` from {source.where}"
-    row["preprocessor"] = _preprocessor(source, published, entry.get("modality", "text"))
-    row["preprocessor_files"] = sorted(name for name in source.files if name in PREPROCESSOR_FILES)
     row["preprocessor_repo"] = entry.get("tokenizer") or hub
+    tokenizer_row = rows.get(row["preprocessor_repo"]) if row["preprocessor_repo"] != hub else None
+    row["preprocessor"] = (tokenizer_row or {}).get("preprocessor") or _preprocessor(
+        source, entry.get("modality", "text")
+    )
+    row["preprocessor_files"] = sorted(name for name in source.files if name in PREPROCESSOR_FILES)
     row["revision_naming"] = naming(revisions)
     row["revisions"] = spread(revisions)
     row["weight_files"] = names or ["model.safetensors"]
@@ -471,12 +493,13 @@ def add(hub_ids: list[str], configfiles: list[str], given: Path | None = None) -
     models = read_configs(configfiles).get("models") or {}
     if given is not None and len(hub_ids) > 1:
         raise ValueError(f"--from {given} is one repository's config.json: add one HUB_ID with it")
+    named = {hub: entry_naming(hub, models, configfiles) for hub in hub_ids}
     added = {}
-    for hub in hub_ids:
-        role, model, entry = entry_naming(hub, models, configfiles)
-        added[hub] = row_for(hub, role, model, entry, given)
-    write(table() | added)
-    return added
+    for hub in sorted(hub_ids, key=lambda hub: ROLES.index(named[hub][0]), reverse=True):  # tokenizers first
+        role, model, entry = named[hub]
+        added[hub] = row_for(hub, role, model, entry, given, table() | added)
+    write(table() | {hub: added[hub] for hub in hub_ids})
+    return {hub: added[hub] for hub in hub_ids}
 
 
 def main(argv: list[str] | None = None) -> int:
