@@ -27,6 +27,7 @@ from pathlib import Path
 import yaml
 
 from shape_of_learning import REPOSITORY
+from shape_of_learning.experiment import results_root
 from shape_of_learning.models import facts
 from shape_of_learning.rehearsal import faults, media, preset, twins
 from shape_of_learning.rehearsal.local_hub import Fault, LocalHub
@@ -43,15 +44,17 @@ TWIN_SOURCES = ("structure.py", "twins.py", "local_hub.py")
 
 
 def build(folder: Path) -> Path:
-    """The twins and the local data in `folder` (kept between runs while TWIN_SOURCES are unchanged), and the fault
-    twins made from them; the hub folder."""
+    """The twins and the local data in `folder` (kept between runs while the model facts and TWIN_SOURCES are
+    unchanged), and the fault twins made from them; the hub folder. Twins built again are new commits: the results
+    and the cache of the twins before them, pinned to commits the Hub no longer serves, go with them."""
     here = Path(__file__).parent
     sources = [facts.path(), *(here / name for name in TWIN_SOURCES)]
     stamp = hashlib.sha256(b"".join(source.read_bytes() for source in sources)).hexdigest()
     hub, built = folder / "hub", folder / "built"
     if not built.is_file() or built.read_text() != stamp:
         print(f"rehearsal: building the twins and the local data in {folder}", flush=True)
-        shutil.rmtree(hub, ignore_errors=True)  # no branch of an earlier table left behind
+        for stale in (hub, folder / "hf-home", REPOSITORY / preset.SCALE[results_root.KEY]):
+            shutil.rmtree(stale, ignore_errors=True)  # no branch of earlier twins, nor what was pinned to it
         twins.publish(hub)
         media.imagenet_tar(folder / "imagenet/ILSVRC2012_img_val.tar", IMAGES)
         media.common_voice_clips(folder / "common_voice_en/clips", CLIPS)
