@@ -3,12 +3,13 @@
     .venv/bin/python benchmarks/cost_calibration.py                   # CPU, one thread per job (the demo's jobs)
     .venv/bin/python benchmarks/cost_calibration.py --device cuda     # a GPU: Pythia-410M's shape, bf16 and fp32
 
-Each quantity through the pipeline's own code, start-ups and loading each in fresh processes. On a CPU every time is
+Each quantity through the pipeline's own code, start-ups in new worker processes, loading in fresh ones. On a CPU every time is
 CPU time (user + system), which other processes on a shared machine leave alone, as Snakemake's benchmark files'
 cpu_time column is; on a GPU, wall time:
-  start-up     a whole extraction job of a tiny model (2 blocks of width 64, 256 tokens) and a whole metrics job of
-               one of its layers, each a fresh Python process importing what Snakemake's script wrapper and the rule
-               script import: their work is a few milliseconds, so their time is the fixed cost of a job;
+  start-up     an extraction job of a tiny model (2 blocks of width 64, 256 tokens) and a metrics job of one of its
+               layers, whose work is a few milliseconds, in a worker process as the pipeline runs them
+               (shape_of_learning.worker): the first job of a new worker, whatever its process costs before that
+               included, less a warm one is the worker's start-up; a warm job's time is the fixed cost of a job;
   forward      extract_speed.py's bare forward pass of a Pythia shape (its run_mode), tokens/s;
   writes       on a CPU, the pipeline's ShardWriter writing that shape's float16 states (with the index columns an
                extraction writes), bytes/s; on a GPU, from the extraction's tokens/s against the bare pass's,
@@ -22,8 +23,6 @@ The numbers print as a `Calibration(...)` to paste into calibration.py; docs/cos
 
 import argparse
 import os
-import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -53,7 +52,7 @@ SHAPE = "pythia-410m" if args.device == "cuda" else "pythia-70m"
 TINY = dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4)
 STARTUP = {
     "extraction": """
-import snakemake.script, sys
+import snakemake.iocontainers, sys, tempfile
 from pathlib import Path
 from shape_of_learning.extraction.hidden_states import extract
 from shape_of_learning.experiment.config import validate_model_entry
@@ -61,10 +60,10 @@ from shape_of_learning.models.checkpoints import checkpoints
 entry = validate_model_entry({"path": sys.argv[1], "kind": "decoder", "layers": 2, "max_length": 64})
 words = "the of and in to a is was for on as by with that from at".split()
 windows = [" ".join(words[(i + j) % len(words)] for j in range(40)) for i in range(64)]
-extract(checkpoints("tiny", entry)[0], entry, windows, 256, Path(sys.argv[2]), loss=None)
+extract(checkpoints("tiny", entry)[0], entry, windows, 256, Path(tempfile.mkdtemp(dir=sys.argv[2]), "s"), loss=None)
 """,
     "metrics": """
-import snakemake.script, json, sys
+import snakemake.iocontainers, json, sys
 from pathlib import Path
 import pandas as pd
 from shape_of_learning.metrics.layer import measure_layer
@@ -78,23 +77,28 @@ pd.concat([measure_layer(shard, manifest, layer=1, kind="decoder", settings=metr
 }
 
 
-def children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of a live process."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def fresh_process(code: str, *argv: str) -> float:
-    """Seconds of a fresh `python -c code argv...`, interpreter start included (on a CPU: its CPU time)."""
-    started, cpu_started = time.perf_counter(), children_cpu()
-    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True)
-    if done.returncode:
-        raise RuntimeError(f"a start-up process failed:\n{done.stderr}")
-    return time.perf_counter() - started if args.device == "cuda" else children_cpu() - cpu_started
+def run_code(code: str, *argv: str) -> float:
+    """In a worker: `code` run as a job's with `argv`; its seconds (on a CPU, the CPU time of this process)."""
+    sys.argv = ["job", *argv]
+    started = time.perf_counter() if args.device == "cuda" else time.process_time()
+    exec(code, {"__name__": "job"})
+    if args.device == "cuda":
+        torch.cuda.synchronize()
+        return time.perf_counter() - started
+    return time.process_time() - started
 
 
 def startups(workdir: Path) -> dict[str, float]:
-    """Seconds of a whole extraction job and a whole metrics job whose work is a few milliseconds."""
+    """Seconds of a worker's start-up, and of a warm worker's extraction and metrics jobs whose work is a few
+    milliseconds: the median over --repeats new workers of (first job, a second of the same kind)."""
     import json
+    import statistics
 
     from shape_of_learning.extraction.hidden_states import extract
     from shape_of_learning.models.checkpoints import checkpoints
@@ -106,16 +110,23 @@ def startups(workdir: Path) -> dict[str, float]:
         checkpoints("tiny", entry)[0], entry, extract_speed.windows_of("", 64, 200), 256, shards, loss=None
     )
     (shards / "manifest.json").write_text(json.dumps(manifest, default=str))
-    return {
-        "extraction": min(
-            fresh_process(STARTUP["extraction"], entry["path"], str(workdir / f"tiny-{run}"))
-            for run in range(args.repeats)
-        ),
-        "metrics": min(
-            fresh_process(STARTUP["metrics"], entry["path"], str(shards), str(workdir / "m.parquet"))
-            for _ in range(args.repeats)
-        ),
+    argv = {
+        "extraction": (entry["path"], str(workdir)),
+        "metrics": (entry["path"], str(shards), str(workdir / "m.parquet")),
     }
+    found = {"startup": [], "extraction": [], "metrics": []}
+    context = multiprocessing.get_context("spawn")
+    for _ in range(args.repeats):
+        started = time.perf_counter()
+        with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
+            pid = pool.submit(os.getpid).result()  # the worker, started: its interpreter and this script's imports
+            first = (time.perf_counter() - started) if args.device == "cuda" else process_cpu(pid)
+            first += pool.submit(run_code, STARTUP["extraction"], *argv["extraction"]).result()
+            warm = {kind: pool.submit(run_code, STARTUP[kind], *argv[kind]).result() for kind in STARTUP}
+        found["startup"].append(first - warm["extraction"])
+        for kind in STARTUP:
+            found[kind].append(warm[kind])
+    return {key: statistics.median(values) for key, values in found.items()}
 
 
 def load_rate(entry: dict, workdir: Path) -> tuple[float, int]:
@@ -246,8 +257,9 @@ def main() -> None:
     bare_tokens_per_s={ {dtype: round(value) for dtype, value in bare.items()} },
     write_bytes_per_s={writes:.3e},
     load_bytes_per_s={rate:.3e},
-    extraction_startup_s={started["extraction"]:.2f},
-    metrics_startup_s={started["metrics"]:.2f},
+    worker_startup_s={started["startup"]:.2f},
+    extraction_job_s={started["extraction"]:.2f},
+    metrics_job_s={started["metrics"]:.2f},
     metrics_batch_s={batches},
 )""")
 

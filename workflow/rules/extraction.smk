@@ -1,4 +1,6 @@
-# Extraction: one job per (model, checkpoint); one forward pass writes one Parquet shard per layer.
+# Extraction: one job per (model, checkpoint); one forward pass writes one Parquet shard per layer. Its code runs in a
+# worker process of the Snakemake process that runs the job (`run_in_worker`): torch's start-up is paid once per
+# worker, not once per checkpoint.
 
 
 rule extract_hidden_states:
@@ -8,6 +10,7 @@ rule extract_hidden_states:
         weights=downloaded_weights,  # read offline: the job opens no connection
         trained=trained_model_dir,
         scratch=shards_stay_on_the_nodes,
+        in_threads=jobs_in_threads,  # no file: lets Snakemake run it in a thread, waiting on its worker
     output:
         shards=shards_output(),
         manifest=paths.manifest(),
@@ -18,7 +21,7 @@ rule extract_hidden_states:
         tokens=EXPERIMENT.tokens_per_layer,
     threads: 1  # a workstation's; profiles/slurm sets a cluster's (set-threads)
     resources:
-        gpu=1,  # one accelerator (or CPU slot): profiles/default lets one such job run at a time on a workstation
+        gpu=DEVICE_SLOT,  # one accelerator: profiles/default lets one such job run at a time on a workstation's GPU
         # a cluster's --mem and --time: its model's, from the cost model, and more on each retry (profiles/slurm)
         mem_mb=lambda wildcards, attempt: attempt * device_time.extraction_mem_mb(wildcards.model, EXPERIMENT, config),
         runtime=lambda wildcards, attempt: attempt * job_runtime_min(wildcards.model, "extraction"),
@@ -28,7 +31,6 @@ rule extract_hidden_states:
         paths.log("extract_hidden_states", "{model}/{checkpoint}"),
     benchmark:
         paths.benchmark("extract_hidden_states", "{model}/{checkpoint}")
-    conda:
-        ENV
-    script:
-        "../scripts/extract_hidden_states.py"
+    run:
+        run_in_worker("shape_of_learning.extraction.job:extract_hidden_states", rule, input, output, params, wildcards,
+                      threads, log)

@@ -1,16 +1,22 @@
 # Metrics: one job per (model, checkpoint, layer) or per metrics.layers_per_job layers, then each model's tables
-# (what its figures read), then every model's in one.
+# (what its figures read), then every model's in one. A metrics job runs in a worker process, as an extraction does
+# (`run_in_worker`).
 
 
 rule measure_layers:
     input:
         shards=SHARDS,
         manifest=paths.manifest(),
+        in_threads=jobs_in_threads,  # no file: lets Snakemake run it in a thread, waiting on its worker
     output:
         paths.layer_metrics(),
     params:
         metrics=result_settings(config["metrics"], "metrics"),
         kind=lambda wildcards: model_entry(wildcards)["kind"],  # a column of the table
+        layers=lambda wildcards: layers_in_group(wildcards.layer_group),
+        # every metrics file of the checkpoint: the job that finds them all evicts its weights
+        checkpoint_metrics=lambda wildcards: checkpoint_metrics(EXPERIMENT.checkpoint(wildcards.model,
+                                                                                      wildcards.checkpoint)),
     resources:
         runtime=lambda wildcards, attempt: attempt * job_runtime_min(wildcards.model, "metrics"),  # a cluster's --time
         constraint=lambda wildcards: gpu_type_request(wildcards.model),  # the larger cards, where needed (large_gpu)
@@ -19,10 +25,9 @@ rule measure_layers:
         paths.log("measure_layers", "{model}/{checkpoint}/layer_{layer_group}"),
     benchmark:
         paths.benchmark("measure_layers", "{model}/{checkpoint}/layer_{layer_group}")
-    conda:
-        ENV
-    script:
-        "../scripts/measure_layers.py"
+    run:
+        run_in_worker("shape_of_learning.metrics.job:measure_layers", rule, input, output, params, wildcards, threads,
+                      log)
 
 
 rule tabulate_model_metrics:

@@ -38,7 +38,7 @@ rule finetune_model:
         base=lambda wildcards: EXPERIMENT.last_checkpoint(model_entry(wildcards)["finetune"]["base"]),
     threads: 1  # a workstation's, as extraction's; profiles/slurm sets a cluster's (set-threads)
     resources:
-        gpu=1,
+        gpu=DEVICE_SLOT,
     log:
         paths.log("finetune_model", "{model}"),
     benchmark:
@@ -69,7 +69,7 @@ rule measure_isotropy_settings:
         dtype=config["extraction"]["dtype"],  # the forward pass's, as extraction's (a model entry's `dtype` wins)
     threads: 1  # a workstation's, as extraction's; profiles/slurm sets a cluster's (set-threads)
     resources:
-        gpu=1,
+        gpu=DEVICE_SLOT,
     log:
         paths.log("measure_isotropy_settings", "{dataset}/{split}/{model}"),
     benchmark:

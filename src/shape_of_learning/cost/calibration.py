@@ -11,8 +11,9 @@ traces back to a command of docs/benchmarks.md or docs/cost.md:
   from an extraction's tokens/s against the bare pass's, side by side: the time it adds per token is the writes'
   (`write_rate`);
 - loading: bytes of weight files per second, read, converted to the forward dtype and put on the device;
-- start-up: seconds of a job that does no work (process, imports, device initialisation, for an extraction also its
-  config, tokenizer and inputs);
+- start-up: seconds of a worker process before its first job (interpreter, imports, the device's initialisation), and
+  of each job in a warm worker beyond its work (its config, tokenizer, inputs and outputs): the extraction and metrics
+  jobs run in workers (`shape_of_learning.worker`, `benchmarks/checkpoint_overhead.py`);
 - metrics: seconds for one batch of 4,096 vectors with every metric, at a few widths (`benchmarks/metrics_speed.py`).
 """
 
@@ -29,8 +30,9 @@ class Calibration:
     bare_tokens_per_s: dict[str, float]  # dtype: tokens/s of that shape's bare forward pass
     write_bytes_per_s: float  # hidden states written to Parquet shards (float16)
     load_bytes_per_s: float  # weight files read, converted to the forward dtype and put on the device
-    extraction_startup_s: float
-    metrics_startup_s: float
+    worker_startup_s: float  # a worker process's start-up before its first job
+    extraction_job_s: float  # an extraction job in a warm worker, beyond its loading, forward pass and writes
+    metrics_job_s: float  # a metrics job in a warm worker, beyond its layers' batches
     metrics_batch_s: dict[int, float]  # width: seconds for one batch of METRICS_BATCH vectors, every metric
     auto_dtype: str = "float32"  # what extraction.dtype auto runs on this device (bfloat16 on CUDA)
 
@@ -63,34 +65,39 @@ def write_rate(state_bytes: int, *measured: tuple[float, float]) -> float:
     return sum(rates) / len(rates)
 
 
-# docs/cost.md, "Calibration": benchmarks/cost_calibration.py on a 2-core CPU machine, one thread, CPU time
+# docs/cost.md, "Calibration": benchmarks/cost_calibration.py and benchmarks/checkpoint_overhead.py on a 2-core CPU
+# machine, one thread per job, CPU time
 CPU = Calibration(
     device="core",
-    measured="a 2-core x86_64 machine without GPU, one thread per job, CPU time (benchmarks/cost_calibration.py "
-    "--repeats 3 --tokens 8192)",
+    measured="a 2-core x86_64 machine without GPU, one thread per job, one job at a time, CPU time "
+    "(benchmarks/cost_calibration.py --repeats 3 --tokens 8192; benchmarks/checkpoint_overhead.py)",
     forward_parameters=18_915_328,  # Pythia-70M's shape: 6 blocks of width 512
-    bare_tokens_per_s={"float32": 1726},
-    write_bytes_per_s=3.365e8,
-    load_bytes_per_s=1.090e9,
-    extraction_startup_s=6.06,
-    metrics_startup_s=3.26,
-    metrics_batch_s={128: 0.3031, 384: 0.4982, 768: 0.8316},
+    bare_tokens_per_s={"float32": 1631},
+    write_bytes_per_s=4.171e8,
+    load_bytes_per_s=1.550e9,
+    worker_startup_s=4.38,
+    extraction_job_s=0.07,
+    metrics_job_s=0.07,
+    metrics_batch_s={128: 0.3204, 384: 0.4749, 768: 0.8043},
 )
 
 # docs/benchmarks.md, "On a GPU": extract_speed.py --model pythia-410m --tokens 131072 --batch-size 32
-# --max-length 1024; metrics_speed.py --dims 768 2560 4096 --device cuda; the demo DAG on CUDA (cuda_suite.sh):
-# extractions of 14 s and metrics jobs of 7 s whose work is a few hundredths of a second: start-up, all of it
+# --max-length 1024; metrics_speed.py --dims 768 2560 4096 --device cuda; the demo DAG on CUDA (cuda_suite.sh), 16
+# jobs at once, each in a fresh process: extractions of 14 s whose work is a few hundredths of a second, the start-up
+# of a process that initialises CUDA, taken for a worker's
 H200 = Calibration(
     device="GPU",
     auto_dtype="bfloat16",
-    measured="one H200 with 16 CPU cores, torch 2.11 + CUDA 13 (benchmarks/cuda_suite.sh, docs/benchmarks.md); "
-    "weight loading: the cpu calibration's rate, not measured on a GPU",
+    measured="one H200 with 16 CPU cores, torch 2.11 + CUDA 13 (benchmarks/cuda_suite.sh, docs/benchmarks.md): a "
+    "worker's start-up that of a fresh extraction process there, 16 at once; weight loading and a warm worker's jobs: "
+    "the cpu calibration's, not measured on a GPU",
     forward_parameters=302_311_424,  # Pythia-410M's shape: 24 blocks of width 1024, 25 states stored as float16
     bare_tokens_per_s={"bfloat16": 196_642, "float32": 59_377},
     write_bytes_per_s=write_rate(25 * 1024 * 2, (196_642, 22_440), (59_377, 18_526)),
     load_bytes_per_s=CPU.load_bytes_per_s,
-    extraction_startup_s=14.0,
-    metrics_startup_s=7.0,
+    worker_startup_s=14.0,
+    extraction_job_s=CPU.extraction_job_s,
+    metrics_job_s=CPU.metrics_job_s,
     metrics_batch_s={768: 0.049, 2560: 0.094, 4096: 0.172},
 )
 

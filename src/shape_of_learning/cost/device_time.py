@@ -14,10 +14,12 @@ the HF cache, local directories, the model facts) and the machine's `calibration
     loading      weight bytes / load_bytes_per_s              (a baseline's random weights: nothing read)
     forward      tokens x 2 x forward parameters / FLOP/s of the forward dtype
     writes       tokens x (layers + 1) x hidden size x bytes of store_dtype / write_bytes_per_s
-    start-up     extraction_startup_s
+    start-up     extraction_job_s, and its share of a worker's start-up (below)
 
 and per metrics job (`metrics.layers_per_job` layers of one checkpoint): `metrics_layer_s` for each of its layers,
-then `metrics_startup_s`. tokens = metrics.batches x metrics.batch_size: what the pass keeps, taken for what it
+then `metrics_job_s`. The jobs run in worker processes (shape_of_learning.worker), each of which pays
+`worker_startup_s` once: on a workstation once per JOBS_PER_WORKER jobs, on a cluster once per checkpoint (its group
+job's worker serves its extraction and metrics). tokens = metrics.batches x metrics.batch_size: what the pass keeps, taken for what it
 forwards. The device time of a model is the sum of its jobs' (one job at a time per device, as the workstation
 profile runs its `gpu=1` jobs). The wall time on N devices is simulated (`wall_time`): each checkpoint's extraction
 and metrics hold one device together, once its download, over the one link and in its lane, is done. On a cluster (a
@@ -40,6 +42,7 @@ from shape_of_learning.cost.calibration import CALIBRATIONS, Calibration
 from shape_of_learning.cost.disk import Bytes, ModelVolume, human, shard_bytes
 from shape_of_learning.cost.model_sizes import ModelSize
 from shape_of_learning.experiment.plan import Experiment, layers_in_group
+from shape_of_learning.worker import JOBS_PER_WORKER
 
 TERMS = ("downloading", "loading", "forward", "writes", "metrics", "start-up")
 DEVICE_TERMS = TERMS[1:]  # downloading runs in jobs of its own, beside the device's work
@@ -217,15 +220,25 @@ def runtime_min(model: str, experiment: Experiment, config: dict, job: str) -> i
             + tokens * 2 * size.forward_parameters / calibration.flops(dtype)
             + shard_bytes(tokens, entry["layers"], size.hidden_size, extraction["store_dtype"])
             / calibration.write_bytes_per_s
-            + calibration.extraction_startup_s
+            + calibration.worker_startup_s  # a group job's worker starts with its extraction
+            + calibration.extraction_job_s
         )
     else:
         layers = max(len(layers_in_group(group)) for group in experiment.layer_groups(model))
         seconds = (
             layers * calibration.metrics_layer_s(size.hidden_size, metrics["batch_size"], metrics["batches"])
-            + calibration.metrics_startup_s
+            + calibration.metrics_job_s
         )
     return max(RUNTIME_FLOOR_MIN if job == "extraction" else 1, -(-RUNTIME_MARGIN * int(seconds) // 60))
+
+
+def checkpoint_startup(calibration: Calibration, metrics_jobs: int, cluster: bool) -> float:
+    """A checkpoint's start-up: its extraction's and `metrics_jobs` metrics jobs' fixed costs in a warm worker, and
+    their share of a worker's start-up: on a workstation one JOBS_PER_WORKER-th a job, on a `cluster` a whole one
+    (each checkpoint's group job starts its own)."""
+    workers = 1 if cluster else (1 + metrics_jobs) / JOBS_PER_WORKER
+    fixed = calibration.extraction_job_s + metrics_jobs * calibration.metrics_job_s
+    return fixed + workers * calibration.worker_startup_s
 
 
 def estimate(
@@ -249,7 +262,7 @@ def estimate(
         forward = tokens * 2 * size.forward_parameters / calibration.flops(dtype) if size else None
         writes = volume.shard_bytes / calibration.write_bytes_per_s if volume.shard_bytes else None
         layer = calibration.metrics_layer_s(width, metrics["batch_size"], metrics["batches"]) if width else None
-        startup = calibration.extraction_startup_s + len(groups) * calibration.metrics_startup_s
+        startup = checkpoint_startup(calibration, len(groups), cluster)
         per_checkpoint = [  # (downloading, loading): weights already in the HF cache download nothing
             (
                 0.0 if cached else d / download_rate if d is not None else None,
@@ -321,12 +334,13 @@ def summary(cost: Cost, config: dict) -> str:
     metrics_jobs = sum(m.metrics_jobs for m in cost.models)
     download = sum((m.download for m in cost.models), Bytes())
     total, plural = cost.total, "s" if cost.devices > 1 else ""
+    share = f" ({cost.terms['start-up'].known / total.known:.0%} of the {device} time)" if total.known else ""
     lines = [
         f"Cost of {extractions} extractions and {metrics_jobs} metrics jobs (calibration "
         f"{config['cost']['calibration']}: {c.measured}; per model: python -m shape_of_learning cost CONFIG):",
         f"  download: {download}, {cost.terms['downloading']} at {cost.download_bytes_per_s / 1e6:g} MB/s "
         "(cost.download_mb_per_s), by download jobs beside the device's work",
-        f"  {device} time: " + ", ".join(f"{term}: {cost.terms[term]}" for term in DEVICE_TERMS),
+        f"  {device} time: " + ", ".join(f"{term}: {cost.terms[term]}" for term in DEVICE_TERMS) + share,
         f"  {device}-hours on one {device}: {_hours(total)}; wall time on {cost.devices} {device}{plural} "
         f"(cost.gpus, or --gpus N): {cost.wall(cost.devices)}",
     ]

@@ -121,7 +121,7 @@ class Experiment:
     def read_after_extraction(self, model: str, checkpoint: str) -> list[str]:
         """The jobs besides its extraction that load a checkpoint's weights: Rajaee & Pilehvar's fine-tunings from it
         and analyses of it, which read a model's last checkpoint. With extraction.evict_weights its weights stay in
-        the cache for them (workflow/scripts/measure_layers.py)."""
+        the cache for them (shape_of_learning.metrics.job)."""
         if model not in self.checkpoints or checkpoint != self.last_checkpoint(model).name:
             return []
         finetunings = [
