@@ -382,16 +382,20 @@ def test_a_run_killed_mid_series_keeps_every_finished_checkpoint_and_a_failed_on
         "2",
         "--retries",
         "1",
+        *made_first,  # before --configfile, which takes every argument after it
         "--configfile",
         *CI,
-        *made_first,
     ]
-    main = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    output = tmp_path / "killed-run.out"
+    with output.open("w") as out:
+        main = subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
     stall_mark = workdir / f"logs/extract_hidden_states/{model}/{stalled}.stalled-once"
     finished = [path for name in names if name != stalled for path in metrics[name]]
     deadline = time.monotonic() + 900
     while not (stall_mark.exists() and all((workdir / path).exists() for path in finished)):
-        assert main.poll() is None and time.monotonic() < deadline, "the run ended, or took too long, before the kill"
+        assert main.poll() is None and time.monotonic() < deadline, (
+            f"the run ended, or took too long, before the kill:\n{output.read_text()[-3000:]}"
+        )
         time.sleep(1)
     workers = children(main.pid)
     assert workers, "no worker process beside the Snakemake process"
@@ -401,8 +405,8 @@ def test_a_run_killed_mid_series_keeps_every_finished_checkpoint_and_a_failed_on
     assert [pid for pid in workers if Path(f"/proc/{pid}").exists() and not zombie(pid)] == []
     assert (workdir / f"logs/extract_hidden_states/{model}/{failing}.failed-once").exists()
     kept = {path: (workdir / path).stat().st_mtime_ns for path in finished}
-    snakemake("--unlock", "--configfile", *CI, *made_first, workdir=workdir)
-    rerun = snakemake("--cores", "2", "--configfile", *CI, *made_first, workdir=workdir)
+    snakemake("--unlock", *made_first, "--configfile", *CI, workdir=workdir)
+    rerun = snakemake("--cores", "2", *made_first, "--configfile", *CI, workdir=workdir)
     assert ran_jobs(rerun) == {"extract_hidden_states": 1, "measure_layers": len(metrics[stalled])}
     assert {path: (workdir / path).stat().st_mtime_ns for path in finished} == kept
     assert {path: (workdir / path).read_bytes() for path in made_first} == made_first
