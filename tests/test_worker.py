@@ -35,6 +35,15 @@ def fail(job):
 def die(job):
     os._exit(9)
 
+def hold_in_a_cycle(job):
+    import gc
+    gc.disable()  # nothing but the worker's own collection after the job frees the cycle
+    class Held:
+        def __del__(self):
+            Path(job.output[0]).write_text("released")
+    held = Held()
+    held.itself = held
+
 def stall(job):
     Path(job.output[0]).write_text(str(os.getpid()))
     import time
@@ -94,6 +103,13 @@ def test_a_failed_job_fails_alone_naming_its_error_and_log_and_the_worker_serves
     assert str(failed.value) == f"the model has 6 blocks but its entry says 5 (log: {log})"
     assert log.read_text().splitlines()[-1] == "job failed: the model has 6 blocks but its entry says 5"
     assert run(jobs_module, "write_pid", "c").split()[0] == before.split()[0]
+
+
+@pytest.mark.slow
+def test_what_a_job_held_in_reference_cycles_is_released_when_it_ends(jobs_module):
+    """The worker collects after each job: a job's cycles (a model's hooks, a traceback) hold tensors, whose GPU memory
+    torch then gives back (`torch.cuda.empty_cache`), for the next job in another worker."""
+    assert run(jobs_module, "hold_in_a_cycle", "a") == "released"
 
 
 @pytest.mark.slow

@@ -12,11 +12,13 @@ job gets a new worker. Each worker exits after JOBS_PER_WORKER jobs, and another
 """
 
 import concurrent.futures
+import gc
 import importlib
 import logging
 import multiprocessing
 import os
 import resource
+import sys
 import threading
 import time
 from concurrent.futures.process import BrokenProcessPool
@@ -133,3 +135,15 @@ def _call(target: str, job: Job) -> None:
             )
     except SystemExit:  # job_logging's way out of a failed job: its log ends with the error
         raise JobFailed(f"{failure_message(job.log[0])} (log: {job.log[0]})") from None
+    finally:
+        _release_memory()
+
+
+def _release_memory() -> None:
+    """In a worker, after a job: what the job's objects held goes back, its GPU memory included. torch keeps the
+    blocks a job freed cached for its own process: without this, a worker that measured a 13B model would keep its
+    gigabytes from the next extraction, in another worker."""
+    gc.collect()  # the job's reference cycles (a model's hooks, tracebacks), before their tensors can be released
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
