@@ -78,11 +78,6 @@ def test_a_row_from_a_local_folder_goes_into_the_table_it_is_pointed_at(user):
     assert (row["layout_checked"], row["weights_checked"], row["gated"]) == ("no", "no", False)
     assert row["sizes"]["weight_bytes"] == 2 * PARAMETERS  # float16, the files not read
     assert facts.TABLE.read_bytes() == committed
-    pythia = structure.table()["EleutherAI/pythia-1b"]
-    assert (structure.table()[HUB_ID].loaded_as, structure.table()[HUB_ID].features) == (
-        pythia.loaded_as,
-        pythia.features,
-    )
 
 
 def test_a_row_from_a_cached_snapshot_offline(user, monkeypatch):
@@ -184,7 +179,8 @@ def test_a_model_added_by_its_entry_and_the_one_command_is_priced_and_rehearsed(
     assert "unknown" not in priced and re.search(r"\b\d+\.\d GB\b", priced), priced
     config = yaml.safe_load((user / "config.yaml").read_text())
     twin = preset.rehearsal_config(config)["models"][MODEL]
-    row = structure.table()[HUB_ID]
+    row, pythia = structure.table()[HUB_ID], structure.table()["EleutherAI/pythia-1b"]
+    assert (row.loaded_as, row.features) == (pythia.loaded_as, pythia.features)  # loaded as Pythia's sizes are
     assert twin["checkpoints"] == list(row.revisions)
     assert twin["layers"] == depth(structure.transformers_config(row, **twins.tiny(row)))
     twins.publish(user / "hub", [row])

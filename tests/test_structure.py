@@ -82,7 +82,8 @@ def test_every_repository_of_the_shipped_models_has_a_row_in_its_role():
     assert set(rows) <= set(facts.repositories(configured)), "a row no model of config.yaml names"
 
 
-def test_a_model_added_without_a_row_is_named_with_the_command_that_adds_it():
+def test_a_model_added_without_a_row_is_named_with_the_command_that_adds_it(monkeypatch):
+    monkeypatch.chdir(REPOSITORY)  # where a dry run runs: the table's path is shown from there
     models = MODELS | {
         "new-model": {
             "hub_id": "acme/new-model",
