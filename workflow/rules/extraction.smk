@@ -1,6 +1,7 @@
 # Extraction: one job per (model, checkpoint); one forward pass writes one Parquet shard per layer. Its code runs in a
 # worker process of the Snakemake process that runs the job (`run_in_worker`): torch's start-up is paid once per
-# worker, not once per checkpoint.
+# worker, not once per checkpoint. A `run:` job takes no `conda:` environment: it runs in Snakemake's, which holds the
+# package (it imports it to plan the run).
 
 
 rule extract_hidden_states:
