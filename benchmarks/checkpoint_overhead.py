@@ -152,10 +152,11 @@ def fresh(kind: str, job, folder: Path) -> tuple[float, float]:
 
 def warm(kind: str, job) -> tuple[float, float]:
     """(CPU, wall) seconds of `job` in this process's one worker."""
-    pid = next(iter(worker._workers(1)._processes or {}), None)
+    pool = worker._workers(1).queue[-1]  # the one worker, idle (None before it starts)
+    pid = next(iter(pool._processes or {}), None) if pool else None
     started, cpu = time.perf_counter(), cpu_of(pid) if pid else 0.0
     worker.run(TARGETS[kind], job, workers=1)
-    pid = pid or next(iter(worker._pool._processes))
+    pid = pid or next(iter(worker._idle.queue[-1]._processes))
     return cpu_of(pid) - cpu, time.perf_counter() - started
 
 
@@ -173,7 +174,7 @@ def main() -> None:
     first_job, warm_jobs = [], {"extraction": [], "metrics": []}
     with tempfile.TemporaryDirectory() as scratch:
         for repeat in range(args.repeats):
-            worker._pool = None  # a new worker each round: its first job pays its start-up
+            worker._idle = None  # a new worker each round: its first job pays its start-up
             for index, (model, name) in enumerate(checkpoints):
                 for design in ("fresh", "worker") if (repeat + index) % 2 == 0 else ("worker", "fresh"):
                     folder = Path(scratch, design, str(repeat), model, name)
@@ -186,7 +187,7 @@ def main() -> None:
                         elif design == "worker":
                             warm_jobs[kind].append(spent)
                     per_checkpoint[design][model, name].append((cpu, wall))
-            worker._pool.shutdown()
+            worker._idle.get().shutdown()
     print(
         f"{len(checkpoints)} checkpoints, {args.repeats} rounds interleaved; per checkpoint, its extraction and "
         "metrics jobs, median over the rounds (the worker's first checkpoint includes the worker's start-up):"

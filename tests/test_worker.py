@@ -2,6 +2,7 @@
 serves job after job, each job in its own log and thread limits; a failed job fails alone, a worker that dies fails
 its job alone and the next job gets a new one; a worker dies with the process it serves."""
 
+import concurrent.futures
 import os
 import signal
 import subprocess
@@ -28,6 +29,11 @@ from threadpoolctl import threadpool_info
 def write_pid(job):
     blas = {pool["num_threads"] for pool in threadpool_info()}
     Path(job.output[0]).write_text(f"{os.getpid()} {torch.get_num_threads()} {sorted(blas)}")
+
+def write_pid_slowly(job):
+    import time
+    time.sleep(10)  # while the other worker starts and dies
+    write_pid(job)
 
 def fail(job):
     raise ValueError("the model has 6 blocks\\nbut its entry says 5")
@@ -56,10 +62,11 @@ def jobs_module(tmp_path, monkeypatch):
     """A module of job functions on sys.path (a spawned worker gets its parent's), and a fresh pool for each test."""
     (tmp_path / "worker_jobs.py").write_text(JOBS)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(worker, "_pool", None)
+    monkeypatch.setattr(worker, "_idle", None)
     yield tmp_path
-    if worker._pool is not None:
-        worker._pool.shutdown(cancel_futures=True)
+    for pool in worker._idle.queue if worker._idle else ():
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
 
 
 def job_of(folder: Path, name: str, threads: int = 1) -> Job:
@@ -119,6 +126,20 @@ def test_a_job_whose_worker_dies_fails_alone_and_the_next_job_gets_a_new_worker(
         run(jobs_module, "die", "b")
     after = run(jobs_module, "write_pid", "c")
     assert after.split()[0] != before.split()[0]
+
+
+@pytest.mark.slow
+def test_a_worker_that_dies_fails_its_job_alone_while_another_worker_finishes_its_own(jobs_module):
+    """Two jobs at once in two workers: one worker dies mid-job; the other's job completes (a pool of several
+    processes would fail every job it runs when one of them dies)."""
+    with concurrent.futures.ThreadPoolExecutor(2) as threads:
+        slow = threads.submit(worker.run, "worker_jobs:write_pid_slowly", job_of(jobs_module, "a"), 2)
+        time.sleep(0.5)
+        dying = threads.submit(worker.run, "worker_jobs:die", job_of(jobs_module, "b"), 2)
+        with pytest.raises(JobFailed, match="died"):
+            dying.result()
+        slow.result()
+    assert (jobs_module / "a.out").exists()
 
 
 @pytest.mark.slow

@@ -17,6 +17,7 @@ import importlib
 import logging
 import multiprocessing
 import os
+import queue
 import resource
 import sys
 import threading
@@ -33,8 +34,10 @@ from shape_of_learning.logs import failure_message, job_logging
 JOBS_PER_WORKER = 64
 PARENT_POLL_S = 1.0  # how soon a worker notices that the Snakemake process it serves has gone
 
-_pool: concurrent.futures.ProcessPoolExecutor | None = None
-_pool_lock = threading.Lock()
+# This process's workers, each a pool of one process (a process that dies breaks its pool, and only its own), idle
+# ones here: the warmest first. None: a worker yet to start.
+_idle: queue.LifoQueue | None = None
+_idle_lock = threading.Lock()
 
 
 def visible_gpus() -> bool:
@@ -66,32 +69,39 @@ class Job:
 
 
 def run(target: str, job: Job, workers: int) -> None:
-    """Run `target` ("package.module:function", called with `job`) in a worker of this process (at most `workers`
-    at once: the jobs Snakemake runs at once), logging to the job's log as a rule script does (`logs.job_logging`).
-    Raises JobFailed where the job failed, or its worker died."""
-    pool = _workers(workers)
+    """Run `target` ("package.module:function", called with `job`) in an idle worker of this process, of `workers`
+    (the jobs Snakemake runs at once), logging to the job's log as a rule script does (`logs.job_logging`). Raises
+    JobFailed where the job failed, or its worker died (which fails no other job: each worker is a pool of its own)."""
+    idle = _workers(workers)
+    worker = idle.get()
     try:
-        pool.submit(_call, target, job).result()
-    except BrokenProcessPool:
-        raise JobFailed(
-            f"the worker process running {job.rule} for {'/'.join(job.wildcards)} died (killed, or out of memory: "
-            f"its log {job.log[0]} ends where it stopped); no other job failed with it"
-        ) from None
-
-
-def _workers(workers: int) -> concurrent.futures.ProcessPoolExecutor:
-    """This process's pool, made on first use and again once a worker's death has broken it."""
-    global _pool
-    with _pool_lock:
-        if _pool is None or _pool._broken:
-            _pool = concurrent.futures.ProcessPoolExecutor(
-                max(1, workers),
+        if worker is None or worker._broken:
+            worker = concurrent.futures.ProcessPoolExecutor(
+                1,
                 mp_context=multiprocessing.get_context("spawn"),  # a forked copy of a threaded scheduler may deadlock
                 initializer=_exit_with_parent,
                 initargs=(os.getpid(),),
                 max_tasks_per_child=JOBS_PER_WORKER,
             )
-        return _pool
+        worker.submit(_call, target, job).result()
+    except BrokenProcessPool:
+        raise JobFailed(
+            f"the worker process running {job.rule} for {'/'.join(job.wildcards)} died (killed, or out of memory: "
+            f"its log {job.log[0]} ends where it stopped); no other job failed with it"
+        ) from None
+    finally:
+        idle.put(worker)
+
+
+def _workers(workers: int) -> queue.LifoQueue:
+    """This process's idle workers, `workers` of them, made on first use."""
+    global _idle
+    with _idle_lock:
+        if _idle is None:
+            _idle = queue.LifoQueue()
+            for _ in range(max(1, workers)):
+                _idle.put(None)
+        return _idle
 
 
 def _exit_with_parent(parent: int) -> None:
