@@ -9,7 +9,8 @@ cpu_time column is; on a GPU, wall time:
   start-up     an extraction job of a tiny model (2 blocks of width 64, 256 tokens) and a metrics job of one of its
                layers, whose work is a few milliseconds, in a worker process as the pipeline runs them
                (shape_of_learning.worker): the first job of a new worker, whatever its process costs before that
-               included, less a warm one is the worker's start-up; a warm job's time is the fixed cost of a job;
+               included, less a warm one is the worker's start-up (a warm job's fixed cost, on real checkpoints:
+               benchmarks/checkpoint_overhead.py);
   forward      extract_speed.py's bare forward pass of a Pythia shape (its run_mode), tokens/s;
   writes       on a CPU, the pipeline's ShardWriter writing that shape's float16 states (with the index columns an
                extraction writes), bytes/s; on a GPU, from the extraction's tokens/s against the bare pass's,
@@ -258,8 +259,8 @@ def main() -> None:
     write_bytes_per_s={writes:.3e},
     load_bytes_per_s={rate:.3e},
     worker_startup_s={started["startup"]:.2f},
-    extraction_job_s={started["extraction"]:.2f},
-    metrics_job_s={started["metrics"]:.2f},
+    extraction_job_s=...,  # a warm worker's jobs on real checkpoints: benchmarks/checkpoint_overhead.py
+    metrics_job_s=...,
     metrics_batch_s={batches},
 )""")
 
