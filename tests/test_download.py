@@ -306,7 +306,11 @@ def test_extraction_reads_what_the_download_jobs_fetched_and_opens_no_connection
     by_job = {}
     for connection in connections:
         job = next(
-            (name for name in ("download_weights", "extract_hidden_states") if name in " ".join(connection["argv"])),
+            (
+                name
+                for name in ("download_weights", "extract_hidden_states")
+                if name in " ".join([*connection["argv"], connection["job"]])  # a script's, or a worker's job
+            ),
             "snakemake",
         )
         by_job.setdefault(job, []).append(connection)
@@ -377,7 +381,8 @@ def test_rajaee_pilehvar_s_jobs_read_the_downloaded_weights_offline_and_eviction
     assert result.returncode == 0, result.stderr[-4000:]
     connections = [json.loads(line) for line in (tmp_path / "connections.jsonl").read_text().splitlines()]
     readers = ("finetune_model", "measure_isotropy_settings", "extract_hidden_states")
-    assert not [c for c in connections if any(name in " ".join(c["argv"]) for name in readers)]  # loopback included
+    # a job in a worker is named by the worker's environment, a script's by its command line; loopback included
+    assert not [c for c in connections if any(name in " ".join([*c["argv"], c["job"]]) for name in readers)]
     weights = list((tmp_path / f"hf-cache/models--{ENCODER.replace('/', '--')}").rglob("model.safetensors"))
     assert weights and weights[0].resolve().is_file()  # left by eviction: the R&P jobs read them
     log = (tmp_path / "logs/measure_layers").rglob("*.log")

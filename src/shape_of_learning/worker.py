@@ -33,6 +33,9 @@ from shape_of_learning.logs import failure_message, job_logging
 # many jobs; a new worker costs one start-up (docs/cost.md), here once per 64 checkpoint jobs.
 JOBS_PER_WORKER = 64
 PARENT_POLL_S = 1.0  # how soon a worker notices that the Snakemake process it serves has gone
+# The job a worker runs, "rule:wildcard/values", in its environment: what its command line, the same for every job,
+# does not tell a tool that looks at the process (`ps e`, the tests' network guard)
+JOB_VARIABLE = "SHAPE_OF_LEARNING_JOB"
 
 # This process's workers, each a pool of one process (a process that dies breaks its pool, and only its own), idle
 # ones here: the warmest first. None: a worker yet to start.
@@ -126,6 +129,7 @@ def _call(target: str, job: Job) -> None:
     thread waited for it), the worker's peak memory so far, and how many jobs the worker has run."""
     global _jobs_run
     _jobs_run += 1
+    os.environ[JOB_VARIABLE] = f"{job.rule}:{'/'.join(job.wildcards)}"
     started, cpu = time.perf_counter(), time.process_time()
     module, _, function = target.partition(":")
     function = getattr(importlib.import_module(module), function)

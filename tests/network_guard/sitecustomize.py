@@ -1,7 +1,8 @@
 """Test-only: every Python process started with this folder on PYTHONPATH imports this module at start-up (`site`
 imports the first sitecustomize on the path). With NETWORK_GUARD_LOG set, a connection or a name lookup for any
 address other than loopback fails, as on a machine without network, and every connection a process attempts is
-appended to that file as one JSON line: {pid, argv, address, allowed}."""
+appended to that file as one JSON line: {pid, argv, job, address, allowed}; `job`, the job a pipeline worker runs
+(shape_of_learning.worker.JOB_VARIABLE), whose argv names no job."""
 
 import json
 import os
@@ -23,6 +24,7 @@ def _record(address, allowed: bool) -> None:
                 {
                     "pid": os.getpid(),
                     "argv": sys.argv,
+                    "job": os.environ.get("SHAPE_OF_LEARNING_JOB", ""),
                     "address": list(address) if isinstance(address, tuple) else str(address),
                     "allowed": allowed,
                 }
