@@ -36,8 +36,9 @@ def extract_hidden_states(job) -> None:
         device=options["device"],
         dtype=options["dtype"],
         loss=options["loss"],
-        # k per item: its params hold the one setting that is its k, if any (experiment.config.extraction_settings)
-        positions_per_item=job.params.extraction.get(POSITIONS_PER_ITEM[modality]),
+        # k per item: its params hold the one setting that is its k, if any (experiment.config.extraction_settings);
+        # audio has none
+        positions_per_item=job.params.extraction.get(POSITIONS_PER_ITEM.get(modality)),
     )
     # what eviction (the checkpoint's last metrics job) leaves: the weights the cache held before this run's download
     # job, and all of them where a job of the run loads them after the extraction
