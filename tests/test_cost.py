@@ -288,6 +288,7 @@ def test_the_committed_sizes_are_what_the_rows_config_fields_give():
     assert facts.differing(facts.table()) == []
 
 
+@pytest.mark.slow  # builds every row's model on the meta device: 5 s of `make check`'s budget
 def test_a_config_field_that_changes_a_count_is_named_and_written_by_the_check(tmp_path, monkeypatch, capsys):
     rows = copy.deepcopy(facts.table())
     committed = rows["EleutherAI/pythia-70m"]["sizes"]
