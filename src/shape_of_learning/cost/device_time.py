@@ -16,22 +16,21 @@ the HF cache, local directories, the model facts) and the machine's `calibration
     writes       tokens x (layers + 1) x hidden size x bytes of store_dtype / write_bytes_per_s
     start-up     extraction_job_s, and its share of a worker's start-up (below)
 
-and per metrics job (`metrics.layers_per_job` layers of one checkpoint): `metrics_layer_s` for each of its layers,
-then `metrics_job_s`. The jobs run in worker processes (shape_of_learning.worker), each of which pays
-`worker_startup_s` once: on a workstation once per JOBS_PER_WORKER jobs, on a cluster once per checkpoint (its group
-job's worker serves its extraction and metrics). tokens = metrics.batches x metrics.batch_size: what the pass keeps,
-taken for what it forwards. The device time of a model is the sum of its jobs' (one job at a time per device, as the
-workstation profile runs its `gpu=1` jobs). The wall time on N devices is simulated (`wall_time`): each checkpoint's extraction
-and metrics hold one device together, once its download, over the one link and in its lane, is done. On a cluster (a
-dry run through a cluster profile, or `cost --cluster`) each checkpoint's group job is one submission, startable
-`cost.submission_s` after its download (the scheduler's cycle, the status polls): a wait in the wall time, not in the
-device-hours. On a workstation its metrics hold no `gpu` and may run beside another extraction, which the simulation
-leaves out (docs/cost.md). Not modelled: the pins, trainings, fine-tunings and Rajaee & Pilehvar analyses (a few
-dozen jobs, minutes), the checkpoint's loss (+2% of a decoder's pass; an encoder's masked-LM pass, up to a fifth of
-its extraction: docs/benchmarks.md), the tables and figures. A term whose size is unknown (a model in none of the
-sources above, one the pipeline trains before it is trained) counts as unknown, its totals lower bounds ("≥").
-Measured against the demo in docs/cost.md.
-"""
+and per metrics job (`metrics.layers_per_job` layers of one checkpoint): `metrics_layer_s` for each of its layers, then
+`metrics_job_s`. The jobs run in worker processes (shape_of_learning.worker), each of which pays `worker_startup_s`
+once: on a workstation once per JOBS_PER_WORKER jobs, on a cluster once per checkpoint (its group job's worker serves
+its extraction and metrics). tokens = metrics.batches x metrics.batch_size: what the pass keeps, taken for what it
+forwards. The device time of a model is the sum of its jobs' (one job at a time per device, as the workstation profile
+runs its `gpu=1` jobs). The wall time on N devices is simulated (`wall_time`): each checkpoint's extraction and metrics
+hold one device together, once its download, over the one link and in its lane, is done. On a cluster (a dry run through
+a cluster profile, or `cost --cluster`) each checkpoint's group job is one submission, startable `cost.submission_s`
+after its download (the scheduler's cycle, the status polls): a wait in the wall time, not in the device-hours. On a
+workstation its metrics hold no `gpu` and may run beside another extraction, which the simulation leaves out
+(docs/cost.md). Not modelled: the pins, trainings, fine-tunings and Rajaee & Pilehvar analyses (a few dozen jobs,
+minutes), the checkpoint's loss (+2% of a decoder's pass; an encoder's masked-LM pass, up to a fifth of its extraction:
+docs/benchmarks.md), the tables and figures. A term whose size is unknown (a model in none of the sources above, one the
+pipeline trains before it is trained) counts as unknown, its totals lower bounds ("≥"). Measured against the demo in
+docs/cost.md."""
 
 from dataclasses import dataclass, field
 
