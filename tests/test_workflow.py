@@ -392,7 +392,8 @@ def test_a_run_killed_mid_series_keeps_every_finished_checkpoint_and_a_failed_on
     stall_mark = workdir / f"logs/extract_hidden_states/{model}/{stalled}.stalled-once"
     finished = [path for name in names if name != stalled for path in metrics[name]]
     deadline = time.monotonic() + 900
-    while not (stall_mark.exists() and all((workdir / path).exists() for path in finished)):
+    # a metrics file exists before Snakemake records its job as finished: a job killed in between reruns (incomplete)
+    while not (stall_mark.exists() and len(FINISHED_METRICS.findall(output.read_text())) == len(finished)):
         assert main.poll() is None and time.monotonic() < deadline, (
             f"the run ended, or took too long, before the kill:\n{output.read_text()[-3000:]}"
         )
@@ -410,6 +411,9 @@ def test_a_run_killed_mid_series_keeps_every_finished_checkpoint_and_a_failed_on
     assert ran_jobs(rerun) == {"extract_hidden_states": 1, "measure_layers": len(metrics[stalled])}
     assert {path: (workdir / path).stat().st_mtime_ns for path in finished} == kept
     assert {path: (workdir / path).read_bytes() for path in made_first} == made_first
+
+
+FINISHED_METRICS = re.compile(r"^Finished jobid: \d+ \(Rule: measure_layers\)$", re.MULTILINE)
 
 
 def children(pid: int) -> list[int]:
