@@ -164,7 +164,7 @@ def test_a_worker_exits_with_the_process_it_serves(tmp_path):
     )
     out = tmp_path / "a.out"
     deadline = time.monotonic() + 120
-    while not out.exists() and time.monotonic() < deadline:
+    while not (out.exists() and out.read_text()) and time.monotonic() < deadline:  # created, then written
         time.sleep(0.2)
     pid = int(out.read_text())
     parent.send_signal(signal.SIGKILL)
