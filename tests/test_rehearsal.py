@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import yaml
 from safetensors import safe_open
 
@@ -118,6 +120,42 @@ def test_a_local_folders_model_is_left_out_and_its_figure_keeps_a_model_with_a_t
     paper["figures"]["id_estimators"]["models"] = ["my-model", "pythia-1.4b"]
     rehearsed = preset.rehearsal_config(paper)
     assert "my-model" not in rehearsed["models"] and rehearsed["figures"]["id_estimators"]["models"] == ["pythia-1.4b"]
+
+
+def test_a_figure_of_local_folders_models_only_is_left_out_and_named(tmp_path, capsys):
+    paper = copy.deepcopy(PAPER)
+    paper["models"]["my-model"] = {"path": "/a/saved/model", "kind": "decoder", "layers": 2}
+    paper["figures"]["id_estimators"]["models"] = ["my-model"]
+    paper["figures"]["profile_across_checkpoints"].append({"model": "my-model", "metric": "anisotropy"})
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(paper, sort_keys=False))
+    assert preset.main(["--configfile", str(tmp_path / "config.yaml"), "--output", str(tmp_path / "r.yaml")]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "left out of the rehearsal (their models are local folders, which have no twins): "
+        "['profile_across_checkpoints', 'id_estimators']"
+    )
+    rehearsed = yaml.safe_load((tmp_path / "r.yaml").read_text())
+    assert "id_estimators" not in rehearsed["figures"]
+    assert rehearsed["figures"]["profile_across_checkpoints"] == rehearsal()["figures"]["profile_across_checkpoints"]
+
+
+def _named_models(figures: dict) -> list[str]:
+    return sorted({model for _, _, names in preset._figure_lists(figures) for model in names})
+
+
+@pytest.mark.slow  # a rehearsal config per example
+@settings(max_examples=30)
+@given(st.data())
+def test_local_folders_models_leave_out_exactly_the_figure_items_that_name_no_other(data):
+    paper = copy.deepcopy(PAPER)
+    pairs = {model for pair in paper["rajaee_pilehvar"]["pairs"] for model in pair.values()}
+    local = data.draw(st.sets(st.sampled_from([m for m in _named_models(paper["figures"]) if m not in pairs])))
+    for model in local:
+        paper["models"][model] = {"path": f"/saved/{model}", "kind": paper["models"][model]["kind"], "layers": 2}
+    rehearsed = preset.rehearsal_config(paper)
+    validate_config(copy.deepcopy(rehearsed))
+    assert set(_named_models(rehearsed["figures"])) <= set(rehearsed["models"]) - local
+    only_local = {figure for figure, _, names in preset._figure_lists(paper["figures"]) if set(names) <= local}
+    assert set(preset.left_out_figures(paper, rehearsed)) == only_local
 
 
 def test_the_sts_stand_in_is_read_as_sts_b_and_the_same_bytes_each_time(tmp_path):

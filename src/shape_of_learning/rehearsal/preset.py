@@ -12,6 +12,7 @@ repository has no row in the model facts has no twin: writing the preset fails, 
 """
 
 import argparse
+import collections
 import copy
 import sys
 from pathlib import Path
@@ -92,14 +93,13 @@ def _checkpoint_form(checkpoints) -> str:
 
 
 def _figure_lists(figures: dict):
-    """Each list of model names in the figures section, with a function that replaces it."""
-    for entry in figures.values():
-        items = entry if isinstance(entry, list) else [entry]
-        for item in items:
+    """Each list of model names in the figures section: (its figure, the item holding it, the names)."""
+    for figure, entry in figures.items():
+        for item in entry if isinstance(entry, list) else [entry]:
             if isinstance(item, dict) and isinstance(item.get("models"), list):
-                yield item["models"], lambda kept, item=item: item.update(models=kept)
+                yield figure, item, item["models"]
             elif isinstance(item, dict) and isinstance(item.get("model"), str):
-                yield [item["model"]], lambda kept, item=item: item.update(model=kept[0])
+                yield figure, item, [item["model"]]
 
 
 def representatives(models: dict[str, dict], figures: dict, pairs: list[dict]) -> list[str]:
@@ -111,7 +111,7 @@ def representatives(models: dict[str, dict], figures: dict, pairs: list[dict]) -
             f"{facts.add_command(missing)}"
         )
     rows = structure.table()
-    named = [model for names, _ in _figure_lists(figures) for model in names]
+    named = [model for _, _, names in _figure_lists(figures) for model in names]
     order = sorted(models, key=lambda model: named.index(model) if model in named else len(named))
     chosen, seen = set(), set()
     for model in order:
@@ -119,7 +119,7 @@ def representatives(models: dict[str, dict], figures: dict, pairs: list[dict]) -
         if entry.get("hub_id") and (key := variant(entry, rows[entry["hub_id"]])) not in seen:
             seen.add(key)
             chosen.add(model)
-    for names, _ in _figure_lists(figures):  # a local folder's model has no twin: its files are here already
+    for _, _, names in _figure_lists(figures):  # a local folder's model has no twin: its files are here already
         twinned = [model for model in names if model in models and {"hub_id", "finetune"} & set(models[model])]
         if twinned and not chosen.intersection(names):
             chosen.add(twinned[0])
@@ -148,14 +148,33 @@ def twin_entry(entry: dict) -> dict:
 
 
 def rehearsal_config(paper: dict) -> dict:
-    """The rehearsal's config from the paper's."""
+    """The rehearsal's config from the paper's. A figure (or a figure's item) that names only models of local folders,
+    which have no twin, is left out (`left_out_figures`)."""
     config = copy.deepcopy(paper)
-    kept = representatives(config["models"], config["figures"], config["rajaee_pilehvar"]["pairs"])
-    for names, replace in list(_figure_lists(config["figures"])):
-        replace([model for model in names if model in kept])
+    figures = config["figures"]
+    kept = representatives(config["models"], figures, config["rajaee_pilehvar"]["pairs"])
+    for figure, item, names in list(_figure_lists(figures)):
+        if not (twinned := [model for model in names if model in kept]):
+            if isinstance(figures[figure], list):
+                figures[figure] = [other for other in figures[figure] if other is not item]
+            if not figures[figure] or not isinstance(figures[figure], list):
+                del figures[figure]
+        elif "models" in item:
+            item["models"] = twinned
+        else:
+            item["model"] = twinned[0]
     config["models"] = {model: twin_entry(config["models"][model]) for model in kept}
     update_config(config, copy.deepcopy(SCALE))  # as Snakemake merges a --configfile overlay
     return config
+
+
+def left_out_figures(paper: dict, rehearsal: dict) -> list[str]:
+    """The figures of `paper` of which `rehearsal` keeps fewer items: those naming only models of local folders."""
+    paper_items, rehearsal_items = (
+        collections.Counter(figure for figure, _, _ in _figure_lists(config["figures"]))
+        for config in (paper, rehearsal)
+    )
+    return [figure for figure, count in paper_items.items() if rehearsal_items[figure] < count]
 
 
 HEADER = """\
@@ -176,6 +195,8 @@ def write(configfile: Path = REPOSITORY / DEFAULT_CONFIG, output: Path = REPOSIT
     config = rehearsal_config(paper)
     Path(output).write_text(render(config))
     print(f"{output}: {len(config['models'])} of {configfile}'s {len(paper['models'])} models, one per way of loading")
+    if left_out := left_out_figures(paper, config):
+        print(f"left out of the rehearsal (their models are local folders, which have no twins): {left_out}")
     return config
 
 
