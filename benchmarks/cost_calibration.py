@@ -3,8 +3,8 @@
     .venv/bin/python benchmarks/cost_calibration.py                   # CPU, one thread per job (the demo's jobs)
     .venv/bin/python benchmarks/cost_calibration.py --device cuda     # a GPU: Pythia-410M's shape, bf16 and fp32
 
-Each quantity through the pipeline's own code, start-ups in new worker processes, loading in fresh ones. On a CPU every time is
-CPU time (user + system), which other processes on a shared machine leave alone, as Snakemake's benchmark files'
+Each quantity through the pipeline's own code, start-ups in new worker processes, loading in fresh ones. On a CPU every
+time is CPU time (user + system), which other processes on a shared machine leave alone, as Snakemake's benchmark files'
 cpu_time column is; on a GPU, wall time:
   start-up     an extraction job of a tiny model (2 blocks of width 64, 256 tokens) and a metrics job of one of its
                layers, whose work is a few milliseconds, in a worker process as the pipeline runs them

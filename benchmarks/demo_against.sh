@@ -36,5 +36,6 @@ for round in $(seq "$rounds"); do
     ratios+=("$(python3 -c "print($wall_this / $wall_revision)")")
 done
 python3 -c "import statistics, sys; r = [float(x) for x in sys.argv[1:]]
-print(f'this / revision: median {statistics.median(r):.2f} over {len(r)} rounds ({min(r):.2f}-{max(r):.2f})')" "${ratios[@]}"
+spread = f'{min(r):.2f}-{max(r):.2f}'
+print(f'this / revision: median {statistics.median(r):.2f} over {len(r)} rounds ({spread})')" "${ratios[@]}"
 .venv/bin/python benchmarks/job_seconds.py "$other/revision-1/results" "$other/this-1/results"

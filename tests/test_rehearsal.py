@@ -1,6 +1,6 @@
-"""The rehearsal's preset (rehearsal/preset.py, written from the shipped models of config.yaml), its STS-B stand-in (rehearsal/media.py), its
-faults (rehearsal/__main__.py) and upstream breaks (rehearsal/faults.py); `make rehearsal` itself runs in CI
-(.ci/run)."""
+"""The rehearsal's preset (rehearsal/preset.py, written from the shipped models of config.yaml), its STS-B stand-in
+(rehearsal/media.py), its faults (rehearsal/__main__.py) and upstream breaks (rehearsal/faults.py); `make rehearsal`
+itself runs in CI (.ci/run)."""
 
 import copy
 import functools

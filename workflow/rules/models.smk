@@ -45,7 +45,8 @@ rule pin_checkpoint:
 
 # Runs where the Hub is reachable (the submit host on a cluster) while the GPU jobs run: everything a checkpoint's
 # extraction (and a Rajaee & Pilehvar job that loads it) reads, its weights verified against its lock, into the HF
-# cache that those jobs then read offline (models.download). With extraction.evict_weights it waits for an extraction of its lane (`download_gate`).
+# cache that those jobs then read offline (models.download). With extraction.evict_weights it waits for an extraction
+# of its lane (`download_gate`).
 rule download_weights:
     input:
         pin=paths.lock(),

@@ -199,8 +199,8 @@ def build_config(fields: dict, **overrides):
     fields = fields | overrides
     if fields["model_type"] not in CONFIG_MAPPING:
         raise ValueError(
-            f"model_type {fields['model_type']!r} is not one transformers {transformers.__version__} knows: the pipeline "
-            "loads only what transformers builds (a newer transformers may know it)"
+            f"model_type {fields['model_type']!r} is not one transformers {transformers.__version__} knows: the "
+            "pipeline loads only what transformers builds (a newer transformers may know it)"
         )
     return CONFIG_MAPPING[fields["model_type"]](**{key: value for key, value in fields.items() if key != "model_type"})
 

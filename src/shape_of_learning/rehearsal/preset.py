@@ -6,9 +6,10 @@
 Every model of the config that a twin can stand for is rehearsed through one representative: the models that load
 the same way (same class, features, weight files, branch naming, tokenizer source, gating, input and checkpoint list
 form: `variant`) take the same code path, and differ in size only. Each figure keeps its representatives (or its own
-first model, where it would otherwise be empty), the Rajaee & Pilehvar pairs keep theirs. Each kept model gets its
-twin's depth and the twin's branches (2-3 of a series). `SCALE` shrinks the rest to a 2-core machine. A model whose
-repository has no row in the model facts has no twin: writing the preset fails, naming the command that adds it.
+first model with a twin, where it would otherwise be empty; one that names only local folders' models is left out),
+the Rajaee & Pilehvar pairs keep theirs. Each kept model gets its twin's depth and the twin's branches (2-3 of a
+series). `SCALE` shrinks the rest to a 2-core machine. A model whose repository has no row in the model facts has no
+twin: writing the preset fails, naming the command that adds it.
 """
 
 import argparse

@@ -1,7 +1,7 @@
-"""Tiny twins of the configured models, built from the model facts as the rehearsal reads them (`structure`): for each row the same class and
-features at 2 layers and a small width, random weights of a fixed seed, its tokenizer, image processor or feature
-extractor, published into a hub folder (`local_hub`) on the branches the real series names, in its weight formats
-(`.bin`-only, sharded). The same table and code give the same bytes on every machine.
+"""Tiny twins of the configured models, built from the model facts as the rehearsal reads them (`structure`): for each
+row the same class and features at 2 layers and a small width, random weights of a fixed seed, its tokenizer, image
+processor or feature extractor, published into a hub folder (`local_hub`) on the branches the real series names, in its
+weight formats (`.bin`-only, sharded). The same table and code give the same bytes on every machine.
 
     python -m shape_of_learning.rehearsal.twins HUB_FOLDER      # every row of the model facts
 
